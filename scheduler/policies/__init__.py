@@ -1,0 +1,1 @@
+"""One file per scheduling policy; see ``scheduler.registry`` for the names."""
