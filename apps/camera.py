@@ -1,0 +1,79 @@
+"""Frame sources for the XR demo: a synthetic camera, or a directory of image files."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from scheduler.errors import ConfigError
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
+
+
+def synthetic_frames(height: int = 480, width: int = 640, seed: int = 0) -> Iterator[np.ndarray]:
+    """An endless synthetic scene (float32 HxWx3 in [0, 1]): a lit gradient with two moving blobs.
+
+    Deterministic for a seed; cheap enough to make at camera rate (~0.5 ms a frame).
+    """
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+    base = np.stack([xx / width, yy / height, 0.5 * (xx + yy) / (width + height)], axis=-1)
+    base += rng.normal(0, 0.02, base.shape).astype(np.float32)
+    t = 0
+    while True:
+        frame = base.copy()
+        for k, (r, speed) in enumerate(((60, 0.05), (40, 0.08))):
+            cy = height / 2 + height / 3 * np.sin(speed * t + k)
+            cx = width / 2 + width / 3 * np.cos(speed * 0.7 * t + 2 * k)
+            y0, y1 = int(max(0, cy - r)), int(min(height, cy + r))
+            x0, x1 = int(max(0, cx - r)), int(min(width, cx + r))
+            frame[y0:y1, x0:x1, k] = 0.9
+        t += 1
+        yield frame
+
+
+def directory_frames(directory: str | Path) -> Iterator[np.ndarray]:
+    """The images of ``directory`` in name order, looping (float32 HxWx3 in [0, 1]).
+
+    Raises:
+        ConfigError: the directory is missing or holds no image.
+    """
+    import matplotlib.image as mpimg  # noqa: PLC0415 - only this source needs an image reader
+
+    d = Path(directory)
+    files = sorted(p for p in d.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES) if d.is_dir() else []
+    if not files:
+        raise ConfigError(f"--frames {str(d)!r}: no {'/'.join(IMAGE_SUFFIXES)} images there "
+                          "(split a video first, e.g. ffmpeg -i in.mp4 frames/%05d.png)")
+    images = []
+    for p in files:
+        img = np.asarray(mpimg.imread(p), dtype=np.float32)
+        if img.max() > 1.5:
+            img = img / 255.0
+        if img.ndim == 2:
+            img = np.repeat(img[..., None], 3, axis=-1)
+        images.append(np.ascontiguousarray(img[..., :3]))
+    while True:
+        yield from images
+
+
+class Resizer:
+    """Nearest-neighbour resize/crop to a model's input size with precomputed index arrays."""
+
+    def __init__(self) -> None:
+        self._idx: dict[tuple[int, int, int, int, int, int, int, int], tuple[np.ndarray, np.ndarray]] = {}
+
+    def __call__(self, frame: np.ndarray, out_h: int, out_w: int,
+                 box: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)) -> np.ndarray:
+        """Crop ``box`` (y0, x0, y1, x1 as fractions) of ``frame`` and resize to [1, out_h, out_w, 3]."""
+        h, w = frame.shape[:2]
+        y0, x0, y1, x1 = (int(box[0] * h), int(box[1] * w), max(int(box[2] * h), 1), max(int(box[3] * w), 1))
+        key = (h, w, out_h, out_w, y0, x0, y1, x1)
+        idx = self._idx.get(key)
+        if idx is None:
+            ys = np.linspace(y0, y1 - 1, out_h).astype(np.intp)
+            xs = np.linspace(x0, x1 - 1, out_w).astype(np.intp)
+            idx = self._idx[key] = (ys[:, None], xs[None, :])
+        return frame[idx[0], idx[1]][None]

@@ -1,0 +1,297 @@
+"""ONNX Runtime and its execution providers (DESIGN §3).
+
+Each :class:`OrtDelegate` is one execution provider (EP) mapped to a
+processor kind: CPU and XNNPACK on ``cpu``; CUDA, TensorRT and CoreML on
+``gpu``; TensorRT with DLA (Jetson), NNAPI, CoreML's Neural Engine and
+OpenVINO's NPU on ``npu``. QNN lives in :mod:`delegates.ort_qnn`.
+
+* Availability is probed, never assumed: the EP must be in this build, a
+  host requirement (e.g. a Jetson for DLA) must hold, and an accelerator EP
+  must actually take a node of a tiny probe model (a listed CUDA EP whose
+  driver is missing does not).
+* Partial support is measured: ORT records which nodes each EP took
+  (``session.record_ep_graph_assignment_info``); a session's ``coverage`` is
+  the share of nodes on its EP and ``placement()`` counts nodes per EP. A
+  session whose EP took no node is refused (it would be a CPU session
+  pretending to be a GPU one).
+* ORT's Python fallback (silently re-creating or re-running a failed session
+  on the CPU EP) is disabled, so a failing accelerator fails visibly.
+* Provider options are passed through: the constructor's defaults merged
+  with :meth:`OrtDelegate.configure` (``delegates.registry.configure``).
+
+Sessions are single-threaded by default (``intra_op_num_threads=1``): a
+worker per core with one thread each beats ORT's default thread pools, which
+oversubscribe a small CPU and halve throughput (measured, DESIGN §3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from delegates._native import capture_native_stderr, jetson_model
+from delegates._probe_models import onnx_probe
+from delegates.base import Artifact, Delegate, Session, TensorSpec
+from scheduler.errors import DelegateUnavailable, InferenceError, ModelLoadError
+
+# ORT type strings -> numpy dtypes.
+_ORT_DTYPES: dict[str, Any] = {
+    "tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
+    "tensor(int8)": np.int8, "tensor(uint8)": np.uint8, "tensor(int16)": np.int16,
+    "tensor(uint16)": np.uint16, "tensor(int32)": np.int32, "tensor(uint32)": np.uint32,
+    "tensor(int64)": np.int64, "tensor(uint64)": np.uint64, "tensor(bool)": np.bool_,
+    "tensor(string)": np.object_,
+}
+
+CPU_EP = "CPUExecutionProvider"
+
+#: What to install (or build) to get an EP that this onnxruntime build lacks.
+_INSTALL_HINT: dict[str, str] = {
+    "CUDAExecutionProvider": "pip install onnxruntime-gpu (needs an NVIDIA driver, CUDA 12 and cuDNN 9)",
+    "TensorrtExecutionProvider": "pip install onnxruntime-gpu and TensorRT 10 (on Jetson: JetPack's onnxruntime-gpu wheel)",
+    "OpenVINOExecutionProvider": "pip install onnxruntime-openvino",
+    "XnnpackExecutionProvider": "the PyPI onnxruntime wheel is built without it; use onnxruntime-android or build with --use_xnnpack",
+    "NnapiExecutionProvider": "only onnxruntime builds for Android have it (onnxruntime-android, or --use_nnapi)",
+    "CoreMLExecutionProvider": "only onnxruntime builds for macOS/iOS have it",
+    "QNNExecutionProvider": "pip install 'edgert[qnn]' (onnxruntime-qnn)",
+}
+
+_UNSET: Any = object()
+
+
+def _import_ort() -> Any:
+    import onnxruntime  # noqa: PLC0415 - lazy: a missing SDK must not break the rest
+
+    return onnxruntime
+
+
+def _spec(arg: Any) -> TensorSpec:
+    shape = tuple(d if isinstance(d, int) and d >= 0 else None for d in (arg.shape or ()))
+    dtype = _ORT_DTYPES.get(arg.type)
+    if dtype is None:
+        raise ModelLoadError(f"tensor {arg.name!r} has type {arg.type}, which edgert does not map to numpy")
+    return TensorSpec(arg.name, shape, np.dtype(dtype))
+
+
+def graph_placement(sess: Any) -> dict[str, int]:
+    """Nodes per EP of an InferenceSession created with assignment recording on ({} if this ORT cannot say)."""
+    getter = getattr(sess, "get_provider_graph_assignment_info", None)
+    if getter is None:
+        return {}
+    counts: dict[str, int] = {}
+    try:
+        for sub in getter():
+            counts[sub.ep_name] = counts.get(sub.ep_name, 0) + len(sub.get_nodes())
+    except Exception:  # noqa: BLE001 - recording was off or unsupported: placement unknown, not an error
+        return {}
+    return counts
+
+
+class OrtSession(Session):
+    """An ``onnxruntime.InferenceSession`` behind the Session interface, with its node placement."""
+
+    def __init__(self, sess: Any, label: str, provider: str = CPU_EP) -> None:
+        self._sess = sess
+        self._label = label
+        self.provider = provider
+        self.inputs = tuple(_spec(a) for a in sess.get_inputs())
+        self.outputs = tuple(_spec(a) for a in sess.get_outputs())
+        self._in_names = [s.name for s in self.inputs]
+        self._run = sess.run
+        self._placement = graph_placement(sess)
+        total = sum(self._placement.values())
+        if total:
+            self.coverage = self._placement.get(provider, 0) / total
+        else:  # unknown placement: trust the provider list (every node is on it or on the CPU EP)
+            self.coverage = 1.0
+
+    def placement(self) -> dict[str, int]:
+        """Graph nodes per execution provider, e.g. ``{"QNNExecutionProvider": 4, "CPUExecutionProvider": 1}``.
+
+        Counted on the graph ORT runs (after its optimizations); empty when
+        this onnxruntime cannot report assignments.
+        """
+        return dict(self._placement)
+
+    def run(self, feeds: list[np.ndarray]) -> list[np.ndarray]:
+        """Run once; ORT's exceptions become InferenceError (chained)."""
+        try:
+            return self._run(None, dict(zip(self._in_names, feeds)))
+        except Exception as exc:  # ORT raises pybind11-mapped classes without a common base
+            raise InferenceError(f"onnxruntime ({self.provider}) failed running {self._label}: {exc}") from exc
+
+    def close(self) -> None:
+        """Drop the session (ORT frees it with the last reference)."""
+        self._sess = None
+        self._run = None
+
+
+class OrtDelegate(Delegate):
+    """One ONNX Runtime execution provider on one processor kind, e.g. ``CUDAExecutionProvider`` on ``gpu``.
+
+    Args:
+        name: registry name (``ort-cuda``).
+        processor: cpu, gpu, dsp or npu.
+        provider: the EP's ORT name.
+        provider_options: default EP options; :meth:`configure` merges more.
+        probe_session: probe by opening a tiny model (default: for every EP but the CPU one).
+        requirement: extra host check, returning the reason it fails or None.
+    """
+
+    backend = "onnxruntime"
+    formats = ("onnx",)
+
+    def __init__(self, name: str, processor: str, provider: str,
+                 provider_options: Mapping[str, Any] | None = None, *,
+                 probe_session: bool | None = None,
+                 requirement: Callable[[], str | None] | None = None) -> None:
+        self.name = name
+        self.processor = processor
+        self.provider = provider
+        self.provider_options: dict[str, Any] = dict(provider_options or {})
+        self.probe_session = provider != CPU_EP if probe_session is None else probe_session
+        self._requirement = requirement
+        self._probed: str | None = _UNSET
+
+    # -- configuration and probing -------------------------------------------------------------
+    def configure(self, options: Mapping[str, Any]) -> None:
+        """Merge EP options (passed to ORT as given) and forget the cached probe."""
+        self.provider_options.update(options)
+        self.invalidate()
+
+    def invalidate(self) -> None:
+        """Forget the cached probe result, so the next :meth:`probe` tries the EP again."""
+        self._probed = _UNSET
+
+    def probe(self) -> str | None:
+        """None when this EP can run here, else the concrete reason; cached until :meth:`invalidate`."""
+        if self._probed is _UNSET:
+            self._probed = self._probe()
+        return self._probed
+
+    def _probe(self) -> str | None:
+        try:
+            ort = _import_ort()
+        except ImportError as exc:
+            return f"onnxruntime is not installed ({exc}); pip install onnxruntime"
+        if self._requirement is not None and (why := self._requirement()) is not None:
+            return why
+        if (why := self._provider_missing(ort)) is not None:
+            return why
+        if not self.probe_session:
+            return None
+        return self._probe_with_model()
+
+    def _provider_missing(self, ort: Any) -> str | None:
+        have = ort.get_available_providers()
+        if self.provider in have:
+            return None
+        hint = _INSTALL_HINT.get(self.provider, "")
+        return (f"{self.provider} is not in this onnxruntime {ort.__version__} build "
+                f"(has: {', '.join(have)})" + (f"; {hint}" if hint else ""))
+
+    def _probe_with_model(self) -> str | None:
+        with capture_native_stderr() as log:
+            try:
+                sess = self._create(onnx_probe(), threads=1, quiet=True)
+                err: Exception | None = None
+            except Exception as exc:  # noqa: BLE001 - any failure here is the reason
+                err = exc
+        native = log.errors(1, prefer=r"failed|error")
+        if err is not None:
+            msg = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+            return f"{self.provider} failed to start: {msg[:300]}" + (f" [native: {native[:300]}]" if native else "")
+        if self.provider not in sess.get_providers():
+            return f"{self.provider} was dropped from the session (has: {', '.join(sess.get_providers())})"
+        placed = graph_placement(sess)
+        if placed and not placed.get(self.provider):
+            return (f"{self.provider} took none of the probe model's nodes (no usable device?)"
+                    + (f" [native: {native[:300]}]" if native else ""))
+        return None
+
+    # -- sessions ------------------------------------------------------------------------------
+    def session_options(self, threads: int, quiet: bool = False) -> Any:
+        """Sequential session options with ``threads`` intra-op threads and node-placement recording.
+
+        ``quiet`` is accepted for probes; errors are still logged (probes capture them as the reason).
+        """
+        ort = _import_ort()
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.log_severity_level = 3
+        so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+        return so
+
+    def _configure_session(self, so: Any, threads: int) -> list[Any] | None:
+        """Attach this EP: return the ``providers=`` list, or None when it was added to ``so`` itself."""
+        opts = dict(self.provider_options)
+        if self.provider == "XnnpackExecutionProvider":
+            opts.setdefault("intra_op_num_threads", threads)
+        if self.provider == CPU_EP:
+            return [(CPU_EP, opts)]
+        return [(self.provider, opts), CPU_EP]
+
+    def _create(self, source: str | bytes, threads: int, quiet: bool = False) -> Any:
+        ort = _import_ort()
+        so = self.session_options(threads, quiet)
+        providers = self._configure_session(so, threads)
+        # enable_fallback=0: never re-create or re-run on the CPU EP behind the caller's back.
+        return ort.InferenceSession(source, so, providers=providers, enable_fallback=0)
+
+    def open(self, artifact: Artifact, threads: int = 1) -> OrtSession:
+        """Create an InferenceSession on this EP.
+
+        Raises:
+            DelegateUnavailable: the EP cannot run on this host (the probe's reason).
+            ModelLoadError: the file is missing or invalid, or the EP rejected it or took none of its nodes.
+        """
+        if (reason := self.probe()) is not None:
+            raise DelegateUnavailable(self.name, reason)
+        if artifact.path is not None and not artifact.path.exists():
+            raise ModelLoadError(f"model file {artifact.label} does not exist")
+        source = str(artifact.path) if artifact.path is not None else artifact.read()
+        try:
+            sess = self._create(source, threads)
+        except Exception as exc:
+            raise ModelLoadError(
+                f"onnxruntime could not load {artifact.label} on {self.provider} ({self.name}): {exc}"
+                " (is it a valid .onnx file? re-export or re-download it)") from exc
+        if self.provider not in sess.get_providers():
+            raise ModelLoadError(f"{self.provider} dropped out while loading {artifact.label}; "
+                                 f"the session only has {', '.join(sess.get_providers())}")
+        session = OrtSession(sess, artifact.label, self.provider)
+        placed = session.placement()
+        if self.provider != CPU_EP and placed and not placed.get(self.provider):
+            raise ModelLoadError(
+                f"{self.provider} ({self.name}) took none of the {sum(placed.values())} nodes of {artifact.label}: "
+                f"it would run entirely on the CPU; run this model on a cpu delegate instead")
+        return session
+
+
+def _dla_requirement() -> str | None:
+    if jetson_model() is None:
+        return "no DLA: DLA cores exist only on NVIDIA Jetson (AGX Xavier/Orin, Orin NX); this host is not a Jetson"
+    return None
+
+
+def delegates() -> list[Delegate]:
+    """The ONNX Runtime delegate paths of this family (QNN is in :mod:`delegates.ort_qnn`)."""
+    return [
+        OrtDelegate("ort-cpu", "cpu", CPU_EP),
+        OrtDelegate("ort-xnnpack", "cpu", "XnnpackExecutionProvider"),
+        OrtDelegate("ort-cuda", "gpu", "CUDAExecutionProvider", {"device_id": 0}),
+        OrtDelegate("ort-tensorrt", "gpu", "TensorrtExecutionProvider", {"device_id": 0}),
+        OrtDelegate("ort-tensorrt-dla", "npu", "TensorrtExecutionProvider",
+                    {"device_id": 0, "trt_dla_enable": True, "trt_dla_core": 0, "trt_fp16_enable": True},
+                    requirement=_dla_requirement),
+        OrtDelegate("ort-nnapi", "npu", "NnapiExecutionProvider"),
+        OrtDelegate("ort-coreml", "gpu", "CoreMLExecutionProvider", {"MLComputeUnits": "CPUAndGPU"}),
+        OrtDelegate("ort-coreml-ane", "npu", "CoreMLExecutionProvider", {"MLComputeUnits": "CPUAndNeuralEngine"}),
+        OrtDelegate("ort-openvino-cpu", "cpu", "OpenVINOExecutionProvider", {"device_type": "CPU"}),
+        OrtDelegate("ort-openvino-gpu", "gpu", "OpenVINOExecutionProvider", {"device_type": "GPU"}),
+        OrtDelegate("ort-openvino-npu", "npu", "OpenVINOExecutionProvider", {"device_type": "NPU"}),
+    ]

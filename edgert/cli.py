@@ -1,0 +1,143 @@
+"""The ``edgert`` command line (names are binding: DESIGN.md §5).
+
+Each subcommand lives in its own module with ``register(subparsers)``, which adds
+its parser and sets ``func`` to a ``run(args) -> int``. Heavy imports happen inside
+``run`` so ``edgert --help`` stays fast. Our own errors print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Sequence
+
+from scheduler.errors import EdgeRTError
+
+#: Subcommand modules, in ``--help`` order.
+COMMANDS: tuple[str, ...] = (
+    "edgert.cli",            # devices, models, run (below)
+    "edgert.cmd_profile",
+    "edgert.cmd_simulate",
+    "edgert.cmd_cloud",
+    "edgert.cmd_deploy",
+    "edgert.cmd_bench",
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """The core subcommands: ``devices``, ``models fetch``, ``run``."""
+    p = sub.add_parser("devices", help="list every delegate path: name, processor, available, reason")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=_devices)
+
+    p = sub.add_parser("models", help="fetch real models")
+    msub = p.add_subparsers(dest="models_command", required=True)
+    f = msub.add_parser("fetch", help="download a model zoo (mediapipe: the XR models in the mediapipe wheel)")
+    f.add_argument("zoo", help="model zoo name: mediapipe")
+    f.add_argument("--dir", default=None, help="target directory (default: the user cache)")
+    f.set_defaults(func=_models_fetch)
+
+    p = sub.add_parser("run", help="run an app: xr-demo")
+    p.add_argument("app", help="app name: xr-demo")
+    p.add_argument("--seconds", type=float, default=10.0, help="how long to run (default 10 s)")
+    p.add_argument("--offload", default="off", help="off | auto | mqtt://host:port (default off)")
+    p.add_argument("--scheduler", default=None, help="policy name (default: edgert's own)")
+    p.add_argument("--frames", default=None, help="a directory of image frames instead of the synthetic camera")
+    p.add_argument("--models-dir", default=None, help="MediaPipe models directory (default: the user cache)")
+    p.add_argument("--cpu-workers", type=int, default=None, help="CPU workers (default: one per core)")
+    p.add_argument("--trace", default=None, help="record every request as JSONL (simulator input)")
+    p.add_argument("--timeline", default=None, help="write a Chrome trace-event timeline (Perfetto)")
+    p.add_argument("--plot", default=None, help="write a PNG: placement strip, latency CDFs, deadline-met %%")
+    p.add_argument("--json", default=None, help="write the summary as JSON")
+    p.add_argument("--quiet", action="store_true", help="no live table, just the summary")
+    p.set_defaults(func=_run_app)
+
+
+def _devices(args: argparse.Namespace) -> int:
+    from delegates.registry import describe  # noqa: PLC0415
+
+    infos = describe()
+    if args.json:
+        print(json.dumps([i.as_dict() for i in infos], indent=2))
+        return 0
+    from rich.console import Console  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
+
+    t = Table(title="edgert delegate paths on this host")
+    for col in ("name", "processor", "backend", "available", "reason"):
+        t.add_column(col)
+    for i in infos:
+        t.add_row(i.name, i.processor, i.backend, "[green]yes[/]" if i.available else "[red]no[/]", i.reason)
+    Console().print(t)
+    return 0
+
+
+def _models_fetch(args: argparse.Namespace) -> int:
+    from pathlib import Path  # noqa: PLC0415
+
+    from edgert import zoo  # noqa: PLC0415
+
+    paths = zoo.fetch(args.zoo, Path(args.dir) if args.dir else None)
+    for name, p in sorted(paths.items()):
+        note = "  (custom op: needs MediaPipe's resolver)" if name in zoo.CUSTOM_OP_MODELS else ""
+        print(f"{p}{note}")
+    print(f"{len(paths)} models verified (sha256) in {next(iter(paths.values())).parent}")
+    return 0
+
+
+def _run_app(args: argparse.Namespace) -> int:
+    if args.app != "xr-demo":
+        from scheduler.errors import did_you_mean  # noqa: PLC0415
+
+        raise did_you_mean("app", args.app, ["xr-demo"])
+    from apps import xr_demo  # noqa: PLC0415 - the CLI is the one place that starts apps
+
+    return xr_demo.main_from_args(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser, every subcommand module registered."""
+    parser = argparse.ArgumentParser(prog="edgert", description="On-device multi-DNN runtime for XR apps.")
+    parser.add_argument("--profile", action="store_true",
+                        help="profile the command with pyinstrument and print where the time went")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for mod in COMMANDS:
+        try:
+            module = sys.modules[__name__] if mod == "edgert.cli" else importlib.import_module(mod)
+        except ModuleNotFoundError as exc:  # TEMP while helpers write their commands
+            if exc.name != mod:
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``edgert`` command."""
+    args = build_parser().parse_args(argv)
+    profiler = None
+    if args.profile:
+        try:
+            from pyinstrument import Profiler  # noqa: PLC0415
+        except ImportError:
+            print("edgert: error: --profile needs pyinstrument: pip install 'edgert[profile]'", file=sys.stderr)
+            return 2
+        profiler = Profiler()
+        profiler.start()
+    try:
+        return int(args.func(args) or 0)
+    except EdgeRTError as exc:
+        print(f"edgert: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        if profiler is not None:
+            profiler.stop()
+            print(profiler.output_text(unicode=True, color=False), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,27 @@
+"""Per-frame deadlines: requests issued inside ``rt.frame(deadline_ms=…)`` share one absolute deadline."""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class Frame:
+    """One XR frame: its index, start time and absolute deadline (ms on the runtime clock)."""
+
+    index: int
+    t_ms: float
+    deadline_ms: float
+    _keys: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def key(self, model: str) -> str:
+        """Trace id of a request of ``model`` in this frame: ``f7/hand`` (``f7/hand#2`` for a repeat)."""
+        n = self._keys.get(model, 0) + 1
+        self._keys[model] = n
+        base = f"f{self.index}/{model}"
+        return base if n == 1 else f"{base}#{n}"
+
+
+#: The frame of the current thread / asyncio task, if any.
+current_frame: contextvars.ContextVar[Frame | None] = contextvars.ContextVar("edgert_frame", default=None)

@@ -1,0 +1,189 @@
+"""Models: what ``rt.load`` returns, and input validation (before anything is queued)."""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from delegates.base import Artifact, TensorSpec
+from scheduler.errors import InferenceError, InputError, ModelLoadError, RequestDropped
+from edgert.result import DROPPED, FAILED, Result
+
+if TYPE_CHECKING:
+    from edgert.runtime import Runtime
+
+_SUFFIX_FORMATS = {".tflite": "tflite", ".onnx": "onnx"}
+
+#: What ``rt.load`` accepts: a path, bytes (with ``format=``), or several artifacts of one network.
+ModelSource = "str | Path | bytes | Sequence[str | Path]"
+
+
+def artifacts_of(source: Any, fmt: str | None) -> list[Artifact]:
+    """Turn a load source into artifacts; raises ModelLoadError for a missing/unknown file."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        if fmt not in ("onnx", "tflite"):
+            fmt = _sniff(bytes(source[:16]))
+        return [Artifact(fmt, data=bytes(source))]
+    if isinstance(source, (str, Path)):
+        source = [source]
+    out = []
+    for item in source:
+        p = Path(item)
+        f = fmt or _SUFFIX_FORMATS.get(p.suffix.lower())
+        if f is None:
+            raise ModelLoadError(f"cannot tell the format of {str(p)!r}: name it .tflite or .onnx, or pass format=")
+        if not p.exists():
+            raise ModelLoadError(f"model file {str(p)!r} does not exist (edgert models fetch mediapipe "
+                                 "downloads the MediaPipe XR models)")
+        out.append(Artifact(f, path=p))
+    if not out:
+        raise ModelLoadError("rt.load() needs at least one model file")
+    return out
+
+
+def _sniff(head: bytes) -> str:
+    if head[4:8] == b"TFL3":
+        return "tflite"
+    return "onnx"
+
+
+@dataclass(eq=False, slots=True)
+class LoadedModel:
+    """A model the runtime knows (internal): specs, artifacts, its SLO and allowed processors."""
+
+    name: str
+    artifacts: list[Artifact]
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    slo_ms: float | None
+    allowed: tuple[str, ...] | None = None
+    output_names: tuple[str, ...] = field(default=())
+    then: tuple[str, ...] = ()
+
+    def feeds(self, inputs: Any) -> list[np.ndarray]:
+        """Validate ``inputs`` (array, list in input order, or dict by name) into arrays in input order.
+
+        Raises:
+            InputError: wrong count, unknown name, wrong dtype or shape — naming the input,
+                what it expects and what it got.
+        """
+        specs = self.inputs
+        if isinstance(inputs, Mapping):
+            unknown = [k for k in inputs if k not in {s.name for s in specs}]
+            if unknown:
+                names = [s.name for s in specs]
+                lower = {n.lower(): n for n in names}
+                close = difflib.get_close_matches(str(unknown[0]).lower(), list(lower), n=1, cutoff=0.5)
+                hint = f"; did you mean {lower[close[0]]!r}?" if close else ""
+                raise InputError(f"model {self.name!r} has no input {unknown[0]!r}{hint} (inputs: {', '.join(names)})")
+            missing = [s.name for s in specs if s.name not in inputs]
+            if missing:
+                raise InputError(f"model {self.name!r} is missing input(s) {', '.join(map(repr, missing))}")
+            values = [inputs[s.name] for s in specs]
+        elif isinstance(inputs, (list, tuple)):
+            if len(inputs) != len(specs):
+                raise InputError(f"model {self.name!r} takes {len(specs)} input(s) "
+                                 f"({', '.join(s.name for s in specs)}), got {len(inputs)}")
+            values = list(inputs)
+        else:
+            if len(specs) != 1:
+                raise InputError(f"model {self.name!r} takes {len(specs)} inputs "
+                                 f"({', '.join(s.name for s in specs)}); pass a list or a dict")
+            values = [inputs]
+        out = []
+        for spec, v in zip(specs, values):
+            if type(v) is not np.ndarray:
+                if isinstance(v, np.generic) or np.isscalar(v):
+                    v = np.asarray(v, dtype=spec.dtype)
+                elif isinstance(v, (list, tuple)):
+                    v = np.asarray(v, dtype=spec.dtype)
+                else:
+                    raise InputError(f"input {spec.name!r} of model {self.name!r} must be a numpy array "
+                                     f"({spec.describe()}), got {type(v).__name__}")
+            if v.dtype != spec.dtype:
+                raise InputError(
+                    f"input {spec.name!r} of model {self.name!r} expects {spec.describe()}, got "
+                    f"{v.dtype.name}{list(v.shape)}; convert with arr.astype(np.{spec.dtype.name})")
+            if not spec.accepts_shape(v.shape):
+                raise InputError(
+                    f"input {spec.name!r} of model {self.name!r} expects shape {spec.describe()}, got "
+                    f"{list(v.shape)}")
+            out.append(v if v.flags.c_contiguous else np.ascontiguousarray(v))
+        return out
+
+
+class Model:
+    """A loaded model: call it (sync), ``submit`` it (Future) or ``await infer_async`` it.
+
+    Sync and async calls return ``dict[str, np.ndarray]`` in model output order; a
+    ``late`` result is returned (and counted late); a dropped request raises
+    ``RequestDropped``, a failed one ``InferenceError``.
+    """
+
+    __slots__ = ("_rt", "_m")
+
+    def __init__(self, runtime: Runtime, loaded: LoadedModel) -> None:
+        self._rt = runtime
+        self._m = loaded
+
+    @property
+    def name(self) -> str:
+        """The model's name in the runtime."""
+        return self._m.name
+
+    @property
+    def slo_ms(self) -> float | None:
+        """Per-request latency objective (ms), or None."""
+        return self._m.slo_ms
+
+    @property
+    def inputs(self) -> tuple[TensorSpec, ...]:
+        """Input specs in input order."""
+        return self._m.inputs
+
+    @property
+    def outputs(self) -> tuple[TensorSpec, ...]:
+        """Output specs in output order."""
+        return self._m.outputs
+
+    def __call__(self, inputs: Any) -> dict[str, np.ndarray]:
+        """Run synchronously; returns outputs (ok or late) or raises RequestDropped / InferenceError."""
+        return unwrap(self._rt._call(self._m, inputs))
+
+    def submit(self, inputs: Any, after: Result | Future[Result] | None = None) -> Future[Result]:
+        """Queue a request; the Future always resolves to a :class:`Result` (never raises).
+
+        ``after`` marks a cascade stage: the request inherits its parent's frame deadline
+        and is recorded in the trace as waiting for it.
+
+        Raises:
+            InputError: before anything is queued.
+        """
+        return self._rt._submit(self._m, self._m.feeds(inputs), after)
+
+    async def infer_async(self, inputs: Any) -> dict[str, np.ndarray]:
+        """``await`` a request from asyncio; outputs like the sync call."""
+        return unwrap(await asyncio.wrap_future(self.submit(inputs)))
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{s.name}: {s.describe()}" for s in self.inputs)
+        return f"<edgert.Model {self.name!r} ({ins})>"
+
+
+def unwrap(res: Result) -> dict[str, np.ndarray]:
+    """Outputs of a result, raising its error for dropped / failed requests."""
+    if res.outputs is not None:
+        return res.outputs
+    if res.status in (DROPPED, FAILED) and res.error is not None:
+        raise res.error
+    raise InferenceError(f"request {res.id} for {res.model!r} ended {res.status} without outputs")
+
+
+__all__ = ["LoadedModel", "Model", "RequestDropped", "artifacts_of", "unwrap"]

@@ -1,0 +1,95 @@
+"""The public result of one request, and the internal request it comes from."""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from scheduler.errors import EdgeRTError
+from scheduler.types import RequestView
+
+if TYPE_CHECKING:
+    from edgert.model import LoadedModel
+    from edgert.worker import Worker
+
+#: Terminal statuses: every request ends with exactly one.
+OK, LATE, DROPPED, FAILED = "ok", "late", "dropped", "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """How one request ended.
+
+    Attributes:
+        outputs: output name → array, in model output order (None when dropped/failed).
+        status: ``ok`` (met its deadline), ``late`` (finished after it), ``dropped``
+            (never ran; ``error`` says why) or ``failed`` (the backend raised).
+        processor: the worker that ran it (``cpu0``, ``gpu``, ``cloud`` …), "" if none.
+        delegate: the delegate path that ran it (``litert-xnnpack``, ``ort-cpu`` …), "" if none.
+        latency_ms: end-to-end, from submission to completion (ms).
+        queued_ms: time spent waiting before it started (ms).
+        error: RequestDropped / InferenceError for dropped / failed requests, else None.
+        model: the model name.
+        id: the request id (unique per runtime).
+        deadline_ms: absolute deadline on the runtime clock (ms; inf when none).
+        arrival_ms: when it was submitted, on the runtime clock (ms).
+        frame: index of the ``rt.frame`` it belongs to (-1 when none).
+        key: its id in the trace (``f7/hand``, or ``r42/hand`` outside frames).
+    """
+
+    outputs: dict[str, np.ndarray] | None
+    status: str
+    processor: str
+    delegate: str
+    latency_ms: float
+    queued_ms: float
+    error: EdgeRTError | None
+    model: str
+    id: int
+    deadline_ms: float = math.inf
+    arrival_ms: float = 0.0
+    frame: int = -1
+    key: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True for ``ok`` and ``late`` (the outputs are there)."""
+        return self.outputs is not None
+
+
+class Request:
+    """One request in flight (internal). Mutated only under the runtime lock."""
+
+    __slots__ = ("id", "model", "feeds", "arrival_ms", "deadline_ms", "view", "future",
+                 "worker", "start_ms", "trace_id", "trace_t_ms", "attempts", "frame", "result")
+
+    def __init__(self, rid: int, model: LoadedModel, feeds: list[np.ndarray], arrival_ms: float,
+                 deadline_ms: float, view: RequestView, trace_id: str, trace_t_ms: float,
+                 frame: int = -1) -> None:
+        self.id = rid
+        self.model = model
+        self.feeds = feeds
+        self.arrival_ms = arrival_ms
+        self.deadline_ms = deadline_ms
+        self.view = view
+        #: Created only when someone waits (submit, or a sync call that did not run inline).
+        self.future: Future[Result] | None = None
+        self.result: Result | None = None
+        self.worker: Worker | None = None
+        self.start_ms = math.nan
+        self.trace_id = trace_id
+        self.trace_t_ms = trace_t_ms
+        self.attempts = 0
+        self.frame = frame
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"<Request {self.id} {self.model.name} deadline={self.deadline_ms:.1f}ms>"
+
+
+def outputs_dict(names: tuple[str, ...], arrays: list[Any]) -> dict[str, np.ndarray]:
+    """Zip output names with arrays, in model output order."""
+    return dict(zip(names, arrays))

@@ -1,0 +1,577 @@
+"""The live runtime: one worker per processor, one policy deciding who runs what.
+
+Request lifecycle (every request ends with exactly one terminal status)::
+
+    submit ──▶ pending ──policy──▶ worker queue ──▶ running ──▶ ok | late | failed
+                  │                                    │
+                  └──policy / unplaceable──▶ dropped   └─ accelerator fault ──▶ pending again
+
+All scheduling state lives under one lock. The policy is called with a
+frozen snapshot and ``now_ms`` on every arrival and every completion — the
+same contract the simulator follows (``scheduler.types``). Futures are
+resolved outside the lock, so callbacks may submit further requests (cascades).
+A sync call whose request is placed on an idle local worker runs it on the
+caller's own thread, skipping two thread hand-offs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from delegates.base import Delegate, Session
+from delegates.registry import all_delegates, resolve
+from edgert.frame import Frame, current_frame
+from edgert.model import LoadedModel, Model, artifacts_of
+from edgert.result import DROPPED, FAILED, LATE, OK, Request, Result, outputs_dict
+from edgert.stats import ModelStats
+from edgert.trace import TraceWriter
+from edgert.worker import Worker
+from scheduler.errors import (
+    ConfigError,
+    DelegateUnavailable,
+    EdgeRTError,
+    InferenceError,
+    ModelLoadError,
+    RequestDropped,
+    did_you_mean,
+)
+from scheduler.estimator import LatencyEstimator
+from scheduler.registry import make_policy
+from scheduler.timeline import RequestRecord, write_chrome_trace
+from scheduler.types import Assignment, Policy, ProcessorView, RequestView, SchedulerView
+
+#: After a runtime fault, an accelerator is kept out of placement this long before it is tried again (ms).
+REPROBE_MS = 2_000.0
+#: Finished requests kept for ``records()`` / timelines.
+RECORDS_KEPT = 200_000
+
+
+class Runtime:
+    """Runs many models concurrently on this host's processors, each request placed by a policy.
+
+    Args:
+        delegates: ``"auto"`` (every delegate available here) or a list of names from
+            ``edgert devices``.
+        scheduler: a policy name (``edgert``, Band's baselines …), a policy object with
+            ``decide(view, now_ms)``, or None for the default.
+        offload: None, ``"auto"`` (embedded broker + local cloud worker) or ``"mqtt://host:port"``.
+        trace: path of a JSONL file recording every request (DESIGN §6).
+        cpu_workers: CPU workers (one single-threaded session each); None = one per core.
+        warmup_runs: timed warm-up runs per model and delegate that seed the estimator.
+
+    Raises:
+        ConfigError: unknown scheduler or delegate name, or bad option.
+        DelegateUnavailable: a delegate named explicitly cannot run here.
+    """
+
+    def __init__(self, delegates: str | Sequence[str] = "auto", scheduler: str | Policy | None = None,
+                 offload: str | None = None, trace: str | Path | None = None,
+                 cpu_workers: int | None = None, *, warmup_runs: int = 3, alpha: float = 0.1) -> None:
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._t0 = time.perf_counter()
+        self._policy: Policy = scheduler if hasattr(scheduler, "decide") else make_policy(scheduler)  # type: ignore[arg-type]
+        self.estimator = LatencyEstimator(alpha)
+        self._warmup_runs = warmup_runs
+        self._models: dict[str, LoadedModel] = {}
+        self._pending: dict[int, Request] = {}
+        self._stats: dict[str, ModelStats] = {}
+        self._records: deque[RequestRecord] = deque(maxlen=RECORDS_KEPT)
+        self._frames: dict[int, Frame] = {}
+        self._unmeasured: set[tuple[str, str]] = set()
+        self._next_id = 0
+        self._next_frame = 0
+        self._inflight = 0
+        self._closing = False
+        self._stopping = False
+        self._trace = TraceWriter(trace) if trace is not None else None
+        self._delegates = resolve(delegates)
+        self._workers = self._make_workers(cpu_workers)
+        if offload is not None:
+            from edgert.offload import make_cloud_worker  # noqa: PLC0415 - optional path
+
+            self._workers.append(make_cloud_worker(offload, self._lock))
+        if not self._workers:
+            raise ConfigError(f"no processor to run on: delegates={delegates!r} left no available delegate "
+                              "(see `edgert devices`)")
+        self._by_name = {w.name: w for w in self._workers}
+        for w in self._workers:
+            for i in range(w.capacity):
+                t = threading.Thread(target=self._loop, args=(w,), name=f"edgert-{w.name}-{i}", daemon=True)
+                w.threads.append(t)
+                t.start()
+
+    # -- construction ----------------------------------------------------------------
+    def _make_workers(self, cpu_workers: int | None) -> list[Worker]:
+        by_kind: dict[str, list[Delegate]] = {}
+        for d in self._delegates:
+            by_kind.setdefault(d.processor, []).append(d)
+        n_cpu = _cores() if cpu_workers is None else cpu_workers
+        if not isinstance(n_cpu, int) or n_cpu < 0:
+            raise ConfigError(f"cpu_workers must be a non-negative int or None, got {cpu_workers!r}")
+        workers = [Worker(f"cpu{i}", "cpu", by_kind.get("cpu", []), self._lock)
+                   for i in range(n_cpu if by_kind.get("cpu") else 0)]
+        for kind in ("gpu", "dsp", "npu"):
+            if by_kind.get(kind):
+                workers.append(Worker(kind, kind, by_kind[kind], self._lock))
+        return workers
+
+    # -- public API --------------------------------------------------------------------
+    @property
+    def processors(self) -> list[str]:
+        """Worker names, e.g. ``['cpu0', 'cpu1', 'gpu']``."""
+        return [w.name for w in self._workers]
+
+    @property
+    def scheduler(self) -> str:
+        """The policy's name."""
+        return getattr(self._policy, "name", type(self._policy).__name__)
+
+    def now_ms(self) -> float:
+        """The runtime clock: ms since the runtime started (monotonic)."""
+        return (time.perf_counter() - self._t0) * 1e3
+
+    def load(self, source: Any, name: str | None = None, slo_ms: float | None = None, *,
+             format: str | None = None, delegates: Sequence[str] | None = None,
+             then: Sequence[str] = ()) -> Model:
+        """Load a model on every processor that can run it, warm it up and seed the estimator.
+
+        Args:
+            source: a ``.tflite`` / ``.onnx`` path, model bytes, or a list of paths of one
+                network in several formats (each delegate takes the one it supports).
+            name: the model's name (default: the file stem).
+            slo_ms: per-request latency objective; a request's deadline is arrival + slo_ms
+                unless it belongs to a frame.
+            format: ``"onnx"`` or ``"tflite"`` for bytes or an unusual suffix.
+            delegates: restrict the model to these delegate names.
+            then: models that run after this one in a cascade; its requests aim to leave
+                them time (``RequestView.downstream_ms``).
+
+        Raises:
+            ModelLoadError: missing or corrupt file, or no delegate here can run it.
+            ConfigError: duplicate name, unknown delegate name.
+            DelegateUnavailable: a named delegate cannot run on this host.
+        """
+        arts = artifacts_of(source, format)
+        if name is None:
+            if arts[0].path is None:
+                raise ConfigError("rt.load(bytes) needs name=")
+            name = arts[0].path.stem
+        if name in self._models:
+            raise ConfigError(f"a model named {name!r} is already loaded; pass another name=")
+        allowed_d = self._check_delegate_names(delegates)
+        lm = LoadedModel(name, arts, (), (), slo_ms)
+        lm.then = tuple(then)
+        errors: list[str] = []
+        chosen: dict[tuple[str, ...], tuple[Delegate, float | None]] = {}
+        opened: list[tuple[Worker, Delegate, Session, float | None]] = []
+        for w in self._workers:
+            cands = w.candidates(lm, allowed_d)
+            if not cands:
+                continue
+            key = (w.kind, *(d.name for d in cands))
+            if key in chosen:  # an identical worker already picked the fastest delegate
+                cands = [chosen[key][0]]
+            best: tuple[Delegate, Session, float | None] | None = None
+            for d in cands:
+                try:
+                    s = w.open_model(lm, d)
+                    self._check_specs(lm, s, d)
+                except ModelLoadError as exc:
+                    errors.append(f"{d.name} on {w.name}: {exc}")
+                    continue
+                ms = chosen[key][1] if key in chosen else self._warmup(lm, s)
+                if best is None or (ms is not None and (best[2] is None or ms < best[2])):
+                    if best is not None:
+                        best[1].close()
+                    best = (d, s, ms)
+                else:
+                    s.close()
+            if best is not None:
+                chosen.setdefault(key, (best[0], best[2]))
+                opened.append((w, *best))
+        if not opened:
+            detail = "; ".join(errors) if errors else (
+                f"no delegate here takes {'/'.join(a.format for a in arts)} "
+                f"(delegates: {', '.join(d.name for d in self._delegates)})")
+            raise ModelLoadError(f"cannot load model {name!r}: {detail}")
+        with self._lock:
+            for w, d, s, ms in opened:
+                w.sessions[name] = (d, s)
+                self.estimator.seed(name, w.name, ms if ms is not None else 1.0)
+                if ms is None:
+                    self._unmeasured.add((name, w.name))
+            if allowed_d is not None:
+                lm.allowed = tuple(w.name for w, *_ in opened)
+            lm.output_names = tuple(o.name for o in lm.outputs)
+            self._models[name] = lm
+            self._stats[name] = ModelStats()
+        return Model(self, lm)
+
+    @contextmanager
+    def frame(self, deadline_ms: float) -> Iterator[Frame]:
+        """Requests issued inside share one absolute deadline: now + ``deadline_ms``."""
+        if not deadline_ms > 0:
+            raise ConfigError(f"frame deadline_ms must be > 0, got {deadline_ms}")
+        now = self.now_ms()
+        with self._lock:
+            f = Frame(self._next_frame, now, now + deadline_ms)
+            self._next_frame += 1
+            self._frames[f.index] = f
+            self._frames.pop(f.index - 4096, None)
+        tok = current_frame.set(f)
+        try:
+            yield f
+        finally:
+            current_frame.reset(tok)
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        """Per model: requests, ok, late, dropped, failed, p50_ms, p99_ms, slo_met_rate, by_processor."""
+        with self._lock:
+            return {name: s.summary() for name, s in self._stats.items()}
+
+    def records(self) -> list[RequestRecord]:
+        """Finished requests (the most recent RECORDS_KEPT), oldest first; times in runtime ms."""
+        with self._lock:
+            return list(self._records)
+
+    def write_timeline(self, path: str | Path) -> None:
+        """Chrome trace-event JSON of the finished requests, one track per processor (Perfetto)."""
+        write_chrome_trace(path, self.records(), self.processors)
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Finish in-flight requests (up to ``timeout_s``), drop what is left, stop the workers."""
+        with self._lock:
+            if self._stopping:
+                return
+            self._closing = True
+            deadline = time.monotonic() + timeout_s
+            while self._inflight and time.monotonic() < deadline:
+                self._idle.wait(timeout=max(0.0, deadline - time.monotonic()))
+            done: list[tuple[Request, Result]] = []
+            now = self.now_ms()
+            for req in list(self._pending.values()):
+                self._drop_locked(req, "the runtime closed before it ran", now, done)
+            self._pending.clear()
+            for w in self._workers:
+                while w.queue:
+                    self._drop_locked(w.queue.popleft(), "the runtime closed before it ran", now, done)
+            self._stopping = True
+            for w in self._workers:
+                w.cond.notify_all()
+        self._resolve(done)
+        for w in self._workers:
+            for t in w.threads:
+                t.join(timeout=5.0)
+            w.close()
+        if self._trace is not None:
+            self._trace.close()
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- submission (hot path) ---------------------------------------------------------
+    def _call(self, m: LoadedModel, inputs: Any) -> Result:
+        feeds = m.feeds(inputs)
+        done: list[tuple[Request, Result]] = []
+        wake: list[Worker] = []
+        with self._lock:
+            now = self.now_ms()
+            req = self._new_locked(m, feeds, None, now)
+            self._schedule_locked(now, done, wake)
+            w = req.worker
+            inline = (w is not None and w.inline_ok and w.queue and w.queue[0] is req
+                      and w.has_free_slot())
+            if inline:
+                w.queue.popleft()
+                w.running.append(req)
+                req.start_ms = now
+            elif req.result is None:
+                req.future = Future()
+            for v in wake:
+                if v.queue:
+                    v.cond.notify()
+        if done:
+            self._resolve(done)
+        if inline:
+            self._run(w, req)  # type: ignore[arg-type]
+        return req.result if req.result is not None else req.future.result()  # type: ignore[union-attr]
+
+    def _submit(self, m: LoadedModel, feeds: list[np.ndarray], after: Any) -> Future[Result]:
+        parent = after.result() if isinstance(after, Future) else after
+        done: list[tuple[Request, Result]] = []
+        with self._lock:
+            now = self.now_ms()
+            req = self._new_locked(m, feeds, parent, now)
+            fut = req.future = Future()
+            self._schedule_locked(now, done)
+        if done:
+            self._resolve(done)
+        return fut
+
+    def _new_locked(self, m: LoadedModel, feeds: list[np.ndarray], parent: Result | None,
+                    now: float) -> Request:
+        if self._closing and (parent is None or self._stopping):
+            # while draining, cascade stages of in-flight frames are still accepted
+            raise EdgeRTError("the runtime is closed; create a new edgert.Runtime")
+        rid = self._next_id
+        self._next_id += 1
+        f = current_frame.get()
+        after_key = None
+        if f is None and parent is not None:
+            f = self._frames.get(parent.frame)
+            after_key = parent.key
+        elif parent is not None:
+            after_key = parent.key
+        if f is not None:
+            deadline, key, t_trace = f.deadline_ms, f.key(m.name), f.t_ms
+        else:
+            if parent is not None:
+                deadline = parent.deadline_ms
+                t_trace = parent.arrival_ms
+            else:
+                deadline = now + m.slo_ms if m.slo_ms is not None else math.inf
+                t_trace = now
+            key = f"r{rid}/{m.name}"
+        downstream = sum(self._fastest_ms(n) for n in m.then) if m.then else 0.0
+        view = RequestView(rid, m.name, now, deadline, m.name, f.index if f is not None else -1,
+                           downstream, m.allowed)
+        req = Request(rid, m, feeds, now, deadline, view, key, t_trace, f.index if f is not None else -1)
+        self._pending[rid] = req
+        self._inflight += 1
+        if self._trace is not None:
+            self._trace.request(t_trace, m.name, deadline, key, after_key)
+        return req
+
+    def _fastest_ms(self, model: str) -> float:
+        exp = self.estimator.expected_ms
+        vals = [v for w in self._workers if (v := exp(model, w.name)) is not None]
+        return min(vals) if vals else 0.0
+
+    # -- scheduling ------------------------------------------------------------------------
+    def _schedule_locked(self, now: float, done: list[tuple[Request, Result]],
+                         wake: list[Worker] | None = None) -> None:
+        """Ask the policy about every pending request and apply its answer.
+
+        Workers given work are notified at once, or appended to ``wake`` for the caller to
+        notify after it has taken what it runs inline.
+        """
+        if not self._pending:
+            return
+        exp = self.estimator.expected_ms
+        procs = tuple(self._view(w, now, exp) for w in self._workers)
+        view = SchedulerView(tuple(r.view for r in self._pending.values()), procs, self.estimator)
+        try:
+            decisions: list[Assignment] = self._policy.decide(view, now)
+        except Exception as exc:  # a policy bug must not lose requests
+            err = InferenceError(f"scheduler {self.scheduler!r} raised {exc!r}")
+            err.__cause__ = exc
+            for req in list(self._pending.values()):
+                self._fail_locked(req, err, now, done)
+            self._pending.clear()
+            return
+        for a in decisions:
+            req = self._pending.pop(a.request_id, None)
+            if req is None:
+                continue
+            if a.processor is None:
+                self._drop_locked(req, a.reason or f"dropped by scheduler {self.scheduler!r}", now, done)
+                continue
+            w = self._by_name.get(a.processor)
+            if w is None or not self._can_run(w, req):
+                self._drop_locked(req, f"scheduler {self.scheduler!r} placed it on {a.processor!r}, "
+                                  "which cannot run it", now, done)
+                continue
+            req.worker = w
+            w.queue.append(req)
+            if wake is None:
+                w.cond.notify()
+            elif w not in wake:
+                wake.append(w)
+        if self._pending:
+            self._drop_unplaceable_locked(now, done)
+
+    def _view(self, w: Worker, now: float, exp: Any) -> ProcessorView:
+        busy = 0.0
+        if w.running and not w.has_free_slot():
+            busy = min(r.start_ms + (exp(r.model.name, w.name) or 0.0) for r in w.running)
+        queued = sum((exp(r.model.name, w.name) or 0.0) for r in w.queue) if w.queue else 0.0
+        return ProcessorView(w.name, w.kind, busy, queued, len(w.queue), now >= w.unhealthy_until_ms)
+
+    def _can_run(self, w: Worker, req: Request) -> bool:
+        allowed = req.view.allowed
+        return (self.estimator.expected_ms(req.model.name, w.name) is not None
+                and (allowed is None or w.name in allowed))
+
+    def _drop_unplaceable_locked(self, now: float, done: list[tuple[Request, Result]]) -> None:
+        for req in list(self._pending.values()):
+            able = [w for w in self._workers if self._can_run(w, req)]
+            if not able:
+                reason = f"no processor of this runtime can run model {req.model.name!r}"
+            elif all(w.is_idle() for w in able):
+                unhealthy = [w.name for w in able if now < w.unhealthy_until_ms]
+                reason = (f"its processors {unhealthy} are unhealthy after a fault" if unhealthy else
+                          f"left unplaced by scheduler {self.scheduler!r} while every processor that "
+                          "could run it was idle")
+            else:
+                continue
+            del self._pending[req.id]
+            self._drop_locked(req, reason, now, done)
+
+    # -- execution -------------------------------------------------------------------------
+    def _loop(self, w: Worker) -> None:
+        while True:
+            with w.cond:
+                while not (w.queue and w.has_free_slot()):
+                    if self._stopping:
+                        return
+                    w.cond.wait()
+                req = w.queue.popleft()
+                w.running.append(req)
+                req.start_ms = self.now_ms()
+            self._run(w, req)
+
+    def _run(self, w: Worker, req: Request) -> None:
+        outs: list[np.ndarray] | None = None
+        err: EdgeRTError | None = None
+        delegate = ""
+        try:
+            outs, delegate = w.execute(req)
+        except EdgeRTError as exc:
+            err = exc
+        except Exception as exc:  # a foreign exception that escaped a delegate's mapping
+            err = InferenceError(f"{w.name} failed running {req.model.name!r}: {exc!r}")
+            err.__cause__ = exc
+        done: list[tuple[Request, Result]] = []
+        with self._lock:
+            end = self.now_ms()
+            w.running.remove(req)
+            if w.queue:
+                w.cond.notify()
+            if err is None:
+                self._observe(req.model.name, w.name, end - req.start_ms)
+                status = OK if end <= req.deadline_ms else LATE
+                res = Result(outputs_dict(req.model.output_names, outs), status, w.name, delegate,  # type: ignore[arg-type]
+                             end - req.arrival_ms, req.start_ms - req.arrival_ms, None, req.model.name,
+                             req.id, req.deadline_ms, req.arrival_ms, req.frame, req.trace_id)
+                self._complete_locked(req, res, w.name, end, done)
+            elif not self._replace_locked(w, req, end):
+                self._fail_locked(req, err, end, done)
+            self._schedule_locked(end, done)
+        self._resolve(done)
+
+    def _observe(self, model: str, proc: str, ms: float) -> None:
+        if self._unmeasured and (model, proc) in self._unmeasured:
+            self._unmeasured.discard((model, proc))
+            self.estimator.seed(model, proc, ms)
+        else:
+            self.estimator.update(model, proc, ms)
+
+    def _replace_locked(self, w: Worker, req: Request, now: float) -> bool:
+        """After a fault on an accelerator, mark it unhealthy and re-place the request if time allows."""
+        if w.kind == "cpu" or req.attempts >= 2 or now >= req.deadline_ms:
+            return False
+        if not any(o is not w and self._can_run(o, req) for o in self._workers):
+            return False
+        w.unhealthy_until_ms = now + REPROBE_MS
+        req.attempts += 1
+        req.worker = None
+        self._pending[req.id] = req
+        return True
+
+    # -- terminal states -------------------------------------------------------------------
+    def _complete_locked(self, req: Request, res: Result, proc: str, end: float,
+                         done: list[tuple[Request, Result]]) -> None:
+        self._stats[req.model.name].add(res.status, proc, res.latency_ms)
+        self._records.append(RequestRecord(req.id, req.model.name, res.status, req.arrival_ms,
+                                           req.deadline_ms, proc, req.start_ms, end, req.frame,
+                                           str(res.error) if res.error is not None else ""))
+        done.append((req, res))
+        self._inflight -= 1
+        if not self._inflight:
+            self._idle.notify_all()
+
+    def _drop_locked(self, req: Request, reason: str, now: float, done: list[tuple[Request, Result]]) -> None:
+        res = Result(None, DROPPED, "", "", now - req.arrival_ms, now - req.arrival_ms,
+                     RequestDropped(req.model.name, reason), req.model.name, req.id, req.deadline_ms,
+                     req.arrival_ms, req.frame, req.trace_id)
+        self._complete_locked(req, res, "", now, done)
+
+    def _fail_locked(self, req: Request, err: EdgeRTError, now: float, done: list[tuple[Request, Result]]) -> None:
+        proc = req.worker.name if req.worker is not None else ""
+        res = Result(None, FAILED, proc, "", now - req.arrival_ms,
+                     (req.start_ms if not math.isnan(req.start_ms) else now) - req.arrival_ms, err,
+                     req.model.name, req.id, req.deadline_ms, req.arrival_ms, req.frame, req.trace_id)
+        self._complete_locked(req, res, proc, now, done)
+
+    @staticmethod
+    def _resolve(done: Iterable[tuple[Request, Result]]) -> None:
+        for req, res in done:
+            req.result = res
+            fut = req.future
+            if fut is not None and not fut.cancelled():
+                fut.set_result(res)
+
+    # -- load helpers ------------------------------------------------------------------------
+    def _check_delegate_names(self, names: Sequence[str] | None) -> tuple[str, ...] | None:
+        if names is None:
+            return None
+        if isinstance(names, str):
+            names = [names]
+        known = all_delegates()
+        mine = {d.name for d in self._delegates}
+        for n in names:
+            if n not in known:
+                raise did_you_mean("delegate", n, known)
+            reason = known[n].probe()
+            if reason is not None:
+                raise DelegateUnavailable(n, reason)
+            if n not in mine:
+                raise ConfigError(f"delegate {n!r} is available but this runtime was created without it; "
+                                  f"pass delegates=[..., {n!r}] to edgert.Runtime")
+        return tuple(names)
+
+    @staticmethod
+    def _check_specs(lm: LoadedModel, s: Session, d: Delegate) -> None:
+        if not lm.inputs:
+            lm.inputs, lm.outputs = s.inputs, s.outputs
+            return
+        if len(s.inputs) != len(lm.inputs) or len(s.outputs) != len(lm.outputs):
+            raise ModelLoadError(
+                f"the {d.formats[0]} artifact of {lm.name!r} has {len(s.inputs)} inputs / {len(s.outputs)} "
+                f"outputs but another artifact has {len(lm.inputs)} / {len(lm.outputs)}: they must be one network")
+
+    def _warmup(self, lm: LoadedModel, s: Session) -> float | None:
+        """Median ms of ``warmup_runs`` runs after one untimed run on zero inputs; None if it cannot run."""
+        feeds = [np.zeros(spec.concrete_shape(), spec.dtype) for spec in s.inputs]
+        try:
+            s.run(feeds)
+            times = []
+            for _ in range(max(1, self._warmup_runs)):
+                t = time.perf_counter()
+                s.run(feeds)
+                times.append((time.perf_counter() - t) * 1e3)
+        except EdgeRTError:
+            return None
+        return float(np.median(times))
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS
+        return os.cpu_count() or 1

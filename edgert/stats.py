@@ -1,0 +1,46 @@
+"""Per-model counters and latency percentiles for ``rt.stats()``."""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from edgert.result import DROPPED, FAILED, LATE, OK
+
+#: Latencies kept per model for percentiles (the most recent ones).
+WINDOW = 50_000
+
+
+@dataclass(slots=True)
+class ModelStats:
+    """Running counts and recent latencies (ms) of one model."""
+
+    requests: int = 0
+    counts: Counter[str] = field(default_factory=Counter)
+    by_processor: Counter[str] = field(default_factory=Counter)
+    latencies_ms: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
+
+    def add(self, status: str, processor: str, latency_ms: float) -> None:
+        """Count one finished request."""
+        self.requests += 1
+        self.counts[status] += 1
+        if processor:
+            self.by_processor[processor] += 1
+        if status in (OK, LATE):
+            self.latencies_ms.append(latency_ms)
+
+    def summary(self) -> dict[str, Any]:
+        """requests, ok, late, dropped, failed, p50_ms, p99_ms, slo_met_rate, by_processor."""
+        lat = np.fromiter(self.latencies_ms, float) if self.latencies_ms else None
+        return {
+            "requests": self.requests,
+            OK: self.counts[OK], LATE: self.counts[LATE],
+            DROPPED: self.counts[DROPPED], FAILED: self.counts[FAILED],
+            "p50_ms": float(np.percentile(lat, 50)) if lat is not None else None,
+            "p99_ms": float(np.percentile(lat, 99)) if lat is not None else None,
+            "slo_met_rate": self.counts[OK] / self.requests if self.requests else None,
+            "by_processor": dict(self.by_processor),
+        }

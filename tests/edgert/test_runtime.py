@@ -1,0 +1,277 @@
+"""The runtime's public API on real backends (ORT, LiteRT) with generated models."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from ai_edge_litert.interpreter import Interpreter
+
+import edgert
+from edgert import genmodels
+from scheduler.types import Assignment, SchedulerView
+
+
+def direct_ort(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def direct_litert(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    it = Interpreter(model_path=str(path), num_threads=1)
+    it.allocate_tensors()
+    for d in it.get_input_details():
+        it.set_tensor(d["index"], feeds[d["name"]])
+    it.invoke()
+    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
+
+
+@pytest.fixture()
+def rt():
+    with edgert.Runtime() as r:
+        yield r
+
+
+@pytest.mark.parametrize("name", ["tiny", "mlp", "cnn", "multi_input", "stateful"])
+@pytest.mark.parametrize("fmt", ["onnx", "tflite"])
+def test_outputs_identical_to_direct_backend(rt, model_dir, name, fmt):
+    path = model_dir / f"{name}.{fmt}"
+    m = rt.load(path, name=name)
+    feeds = genmodels.example_inputs(name)
+    out = m(feeds)
+    ref = (direct_ort if fmt == "onnx" else direct_litert)(path, feeds)
+    assert list(out) == [o.name for o in m.outputs]
+    for got, want in zip(out.values(), ref):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_inputs_as_array_list_dict_and_python_scalar(rt, model_dir):
+    tiny = rt.load(model_dir / "tiny.onnx")
+    x = genmodels.example_inputs("tiny")["x"]
+    a, b, c = tiny(x)["y"], tiny([x])["y"], tiny({"x": x})["y"]
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a, c)
+    mi = rt.load(model_dir / "multi_input.tflite")
+    feeds = genmodels.example_inputs("multi_input")
+    ref = mi(feeds)["y"]
+    np.testing.assert_array_equal(mi([feeds["a"], feeds["b"], int(feeds["k"])])["y"], ref)
+
+
+def test_dynamic_batch(rt, model_dir):
+    for fmt in ("onnx", "tflite"):
+        m = rt.load(model_dir / f"dynamic_batch.{fmt}", name=f"db_{fmt}")
+        for n in (1, 7, 3):
+            x = genmodels.example_inputs("dynamic_batch", batch=n)
+            assert m(x)["y"].shape == (n, 8)
+
+
+def test_stateful_model_passes_state_in_and_out(rt, model_dir):
+    m = rt.load([model_dir / "stateful.onnx", model_dir / "stateful.tflite"], name="gru")
+    feeds = genmodels.example_inputs("stateful")
+    h = np.zeros_like(feeds["h_prev"])
+    states = []
+    for _ in range(4):
+        out = m({"x": feeds["x"], "h_prev": h})
+        h = out["h_next"]
+        states.append(h)
+    assert not np.allclose(states[0], states[-1])
+
+
+def test_model_with_both_formats_picks_per_processor(rt, model_dir):
+    m = rt.load([model_dir / "cnn.onnx", model_dir / "cnn.tflite"], name="cnn")
+    res = m.submit(genmodels.example_inputs("cnn")).result()
+    assert res.status in ("ok", "late") and res.delegate in ("ort-cpu", "litert-xnnpack")
+    assert set(rt.estimator.as_table()["cnn"]) == set(rt.processors)
+
+
+def test_submit_and_async(rt, model_dir):
+    m = rt.load(model_dir / "mlp.onnx", slo_ms=1000.0)
+    x = genmodels.example_inputs("mlp")
+    futs = [m.submit(x) for _ in range(50)]
+    results = [f.result(timeout=10) for f in futs]
+    assert {r.status for r in results} == {"ok"}
+    assert all(r.processor in rt.processors and r.latency_ms >= r.queued_ms >= 0 for r in results)
+    out = asyncio.run(m.infer_async(x))
+    np.testing.assert_array_equal(out["y"], results[0].outputs["y"])
+
+
+def test_bad_inputs_raise_before_queueing(rt, model_dir):
+    m = rt.load(model_dir / "tiny.tflite")
+    x = genmodels.example_inputs("tiny")["x"]
+    with pytest.raises(edgert.InputError, match=r"expects shape float32\[1,64\], got \[1, 63\]"):
+        m(np.zeros((1, 63), np.float32))
+    with pytest.raises(edgert.InputError, match=r"astype\(np.float32\)"):
+        m(x.astype(np.float64))
+    with pytest.raises(edgert.InputError, match="has no input 'X'; did you mean 'x'"):
+        m({"X": x})
+    with pytest.raises(edgert.InputError, match="takes 1 input"):
+        m([x, x])
+    assert rt.stats()["tiny"]["requests"] == 0
+    np.testing.assert_array_equal(m(x)["y"], m(x)["y"])  # still serving
+
+
+def test_model_load_errors(rt, tmp_path):
+    with pytest.raises(edgert.ModelLoadError, match="does not exist"):
+        rt.load(tmp_path / "nope.tflite")
+    bad = tmp_path / "corrupt.onnx"
+    bad.write_bytes(b"\x00garbage" * 10)
+    with pytest.raises(edgert.ModelLoadError, match="corrupt.onnx"):
+        rt.load(bad)
+    bad2 = tmp_path / "corrupt.tflite"
+    bad2.write_bytes(b"\x00garbage" * 10)
+    with pytest.raises(edgert.ModelLoadError, match="corrupt.tflite"):
+        rt.load(bad2)
+    with pytest.raises(edgert.ModelLoadError, match="cannot tell the format"):
+        rt.load(tmp_path / "model.bin")
+
+
+def test_model_raising_inside_backend_fails_alone(rt, model_dir):
+    m = rt.load(model_dir / "raises.onnx")
+    ok = rt.load(model_dir / "tiny.onnx")
+    x = genmodels.example_inputs("raises")["x"]
+    with pytest.raises(edgert.InferenceError, match="onnxruntime.*failed running.*raises.onnx"):
+        m({"x": x, "fail": np.int64(3)})
+    res = m.submit({"x": x, "fail": np.int64(2)}).result()
+    assert res.status == "failed" and isinstance(res.error, edgert.InferenceError)
+    assert m({"x": x, "fail": np.int64(0)})["y"].shape == (4, 4)
+    ok(genmodels.example_inputs("tiny"))
+    assert rt.stats()["raises"]["failed"] == 2
+
+
+def test_unknown_names_say_did_you_mean(model_dir):
+    with pytest.raises(edgert.ConfigError, match="did you mean 'round_robin'"):
+        edgert.Runtime(scheduler="round_robbin")
+    with pytest.raises(edgert.ConfigError, match="did you mean 'ort-cpu'"):
+        edgert.Runtime(delegates=["ort-cpv"])
+    with edgert.Runtime() as rt, pytest.raises(edgert.ConfigError, match="did you mean"):
+        rt.load(model_dir / "tiny.onnx", delegates=["litert-xnpack"])
+
+
+def test_unavailable_delegate_fails_fast(model_dir):
+    with pytest.raises(edgert.DelegateUnavailable, match="ort-cuda.*unavailable"):
+        edgert.Runtime(delegates=["ort-cpu", "ort-cuda"])
+    with edgert.Runtime() as rt:
+        with pytest.raises(edgert.DelegateUnavailable):
+            rt.load(model_dir / "tiny.onnx", delegates=["ort-cuda"])
+        m = rt.load(model_dir / "tiny.onnx", delegates=["ort-cpu"])
+        m(genmodels.example_inputs("tiny"))
+
+
+def test_cpu_workers_and_delegate_subset(model_dir):
+    with edgert.Runtime(delegates=["litert-xnnpack"], cpu_workers=1) as rt:
+        assert rt.processors == ["cpu0"]
+        with pytest.raises(edgert.ModelLoadError, match="no delegate here takes onnx"):
+            rt.load(model_dir / "tiny.onnx")
+        m = rt.load(model_dir / "tiny.tflite")
+        assert m.submit(genmodels.example_inputs("tiny")).result().delegate == "litert-xnnpack"
+
+
+def test_frame_shares_deadline_and_trace_replays(tmp_path, model_dir):
+    trace = tmp_path / "t.jsonl"
+    with edgert.Runtime(trace=trace) as rt:
+        det = rt.load(model_dir / "mlp.onnx", name="det", then=["lm"])
+        lm = rt.load(model_dir / "tiny.tflite", name="lm")
+        with rt.frame(deadline_ms=500.0) as f:
+            r1 = det.submit(genmodels.example_inputs("mlp")).result()
+        r2 = lm.submit(genmodels.example_inputs("tiny"), after=r1).result()
+        r3 = lm.submit(genmodels.example_inputs("tiny")).result()
+    assert r1.deadline_ms == r2.deadline_ms == pytest.approx(f.deadline_ms)
+    assert (r1.key, r2.key, r1.frame) == ("f0/det", "f0/lm", 0)
+    lines = [json.loads(x) for x in trace.read_text().splitlines()]
+    assert [x["id"] for x in lines] == ["f0/det", "f0/lm", r3.key]
+    assert lines[1]["after"] == "f0/det" and lines[1]["t_ms"] == lines[0]["t_ms"]
+    assert lines[0]["slo_ms"] == pytest.approx(500.0, abs=0.01)
+    assert "slo_ms" not in lines[2] and all(x["p"] == 1.0 for x in lines)
+
+
+def test_timeline_has_a_track_per_processor(tmp_path, model_dir):
+    with edgert.Runtime() as rt:
+        m = rt.load(model_dir / "cnn.tflite")
+        for f in [m.submit(genmodels.example_inputs("cnn")) for _ in range(20)]:
+            f.result()
+        rt.write_timeline(tmp_path / "tl.json")
+        procs = rt.processors
+    ev = json.loads((tmp_path / "tl.json").read_text())["traceEvents"]
+    names = {e["args"]["name"] for e in ev if e.get("name") == "thread_name"}
+    assert set(procs) <= names
+    assert sum(1 for e in ev if e.get("ph") == "X") == 20
+
+
+class LeavesEverythingPending:
+    """Test double policy: never places anything."""
+
+    name: ClassVar[str] = "leaves_pending"
+
+    def decide(self, view: SchedulerView, now_ms: float) -> list[Assignment]:
+        return []
+
+
+class Raises:
+    """Test double policy: always raises."""
+
+    name: ClassVar[str] = "raises"
+
+    def decide(self, view: SchedulerView, now_ms: float) -> list[Assignment]:
+        raise RuntimeError("boom")
+
+
+def test_nothing_lost_when_policy_misbehaves(model_dir):
+    x = genmodels.example_inputs("tiny")
+    with edgert.Runtime(scheduler=LeavesEverythingPending()) as rt:
+        m = rt.load(model_dir / "tiny.onnx")
+        with pytest.raises(edgert.RequestDropped, match="left unplaced"):
+            m(x)
+        assert m.submit(x).result().status == "dropped"
+    with edgert.Runtime(scheduler=Raises()) as rt:
+        m = rt.load(model_dir / "tiny.onnx")
+        res = m.submit(x).result()
+        assert res.status == "failed" and "boom" in str(res.error)
+
+
+def test_every_request_ends_exactly_once_under_load(model_dir):
+    with edgert.Runtime() as rt:
+        good = rt.load(model_dir / "cnn.onnx", slo_ms=5.0)
+        bad = rt.load(model_dir / "raises.tflite")
+        xr = genmodels.example_inputs("raises")
+        futs = []
+        for i in range(150):
+            futs.append(good.submit(genmodels.example_inputs("cnn")))
+            if i % 10 == 0:
+                futs.append(bad.submit({"x": xr["x"], "fail": np.int64(1)}))
+        results = [f.result(timeout=30) for f in futs]
+        stats = rt.stats()
+    assert len({r.id for r in results}) == len(futs)
+    c = Counter(r.status for r in results)
+    assert c["failed"] == 15 and c["ok"] + c["late"] + c["dropped"] == 150
+    assert all(r.error is not None and "dropped" in str(r.error) for r in results if r.status == "dropped")
+    assert sum(stats["cnn"][k] for k in ("ok", "late", "dropped", "failed")) == stats["cnn"]["requests"] == 150
+
+
+def test_stats_fields_and_close(model_dir):
+    rt = edgert.Runtime()
+    m = rt.load(model_dir / "tiny.onnx", slo_ms=1000.0)
+    for _ in range(10):
+        m(genmodels.example_inputs("tiny"))
+    s = rt.stats()["tiny"]
+    assert {"requests", "ok", "late", "dropped", "failed", "p50_ms", "p99_ms", "slo_met_rate",
+            "by_processor"} <= set(s)
+    assert s["requests"] == 10 and s["slo_met_rate"] == 1.0 and sum(s["by_processor"].values()) == 10
+    rt.close()
+    with pytest.raises(edgert.EdgeRTError, match="closed"):
+        m(genmodels.example_inputs("tiny"))
+
+
+def test_duplicate_name_and_public_exports(rt, model_dir):
+    rt.load(model_dir / "tiny.onnx")
+    with pytest.raises(edgert.ConfigError, match="already loaded"):
+        rt.load(model_dir / "tiny.tflite")
+    assert set(edgert.__all__) == {
+        "ConfigError", "DelegateUnavailable", "EdgeRTError", "Frame", "InferenceError", "InputError", "Model",
+        "ModelLoadError", "OffloadError", "RequestDropped", "Result", "Runtime", "TraceError", "__version__"}
