@@ -94,6 +94,11 @@ class Session(ABC):
             InferenceError: the backend failed; the original is chained.
         """
 
+    def placement(self) -> dict[str, int]:
+        """Graph nodes per executor (e.g. ``{"QNNExecutionProvider": 4, "CPUExecutionProvider": 1}``);
+        empty when the backend does not say."""
+        return {}
+
     def close(self) -> None:
         """Release the backend's resources (idempotent)."""
 

@@ -1,0 +1,29 @@
+"""Small helpers shared by the benchmark scripts (not part of the product)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+
+
+def host_line() -> str:
+    """One line describing the machine the numbers come from."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (f"host: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+            f"python {platform.python_version()}, load avg {load:.2f}")
+
+
+def per_call_us(fn: Callable[[], object], n: int) -> float:
+    """Mean µs per call of ``fn`` over ``n`` calls."""
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t) / n * 1e6
+
+
+def median(xs: list[float]) -> float:
+    """The median of ``xs``."""
+    return statistics.median(xs)

@@ -1,0 +1,84 @@
+"""Dispatch cost: a sync call through edgert vs calling the backend directly, side by side.
+
+Bar (issue 2): a tiny model, single stream, adds <= 30 µs per request (aim <= 10).
+Rounds alternate direct / runtime so both see the same machine state; the
+median of the rounds is reported.
+
+    python benchmarks/dispatch.py [--calls 5000] [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+from ai_edge_litert.interpreter import Interpreter
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import host_line, median, per_call_us  # noqa: E402
+
+import edgert  # noqa: E402
+from edgert import genmodels  # noqa: E402
+
+
+def direct_ort(path: Path, feeds: dict[str, np.ndarray]):
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    return lambda: sess.run(None, feeds)
+
+
+def direct_litert(path: Path, feeds: dict[str, np.ndarray]):
+    it = Interpreter(model_path=str(path), num_threads=1)
+    it.allocate_tensors()
+    ins = [(d["index"], feeds[d["name"]]) for d in it.get_input_details()]
+    outs = [d["index"] for d in it.get_output_details()]
+
+    def run():
+        for i, x in ins:
+            it.set_tensor(i, x)
+        it.invoke()
+        return [it.get_tensor(o) for o in outs]
+    return run
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=5000)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--models", nargs="+", default=["tiny", "mlp"])
+    args = ap.parse_args()
+    print(host_line())
+    print(f"{'model':<8} {'backend':<8} {'direct µs':>10} {'edgert µs':>10} {'added µs':>9} {'ratio':>6}")
+    worst = 0.0
+    with tempfile.TemporaryDirectory() as d:
+        for name in args.models:
+            paths = genmodels.save(name, d)
+            feeds = genmodels.example_inputs(name)
+            for fmt, direct in (("onnx", direct_ort), ("tflite", direct_litert)):
+                fn_direct = direct(paths[fmt], feeds)
+                with edgert.Runtime(delegates=["ort-cpu", "litert-xnnpack"]) as rt:
+                    m = rt.load(paths[fmt], name=name)
+                    fn_rt = lambda: m(feeds)  # noqa: E731
+                    for f in (fn_direct, fn_rt):
+                        per_call_us(f, args.calls // 5)  # warm
+                    d_us, r_us = [], []
+                    for _ in range(args.rounds):
+                        d_us.append(per_call_us(fn_direct, args.calls))
+                        r_us.append(per_call_us(fn_rt, args.calls))
+                dm, rm = median(d_us), median(r_us)
+                worst = max(worst, rm - dm)
+                print(f"{name:<8} {('ort' if fmt == 'onnx' else 'litert'):<8} {dm:>10.1f} {rm:>10.1f} "
+                      f"{rm - dm:>9.1f} {rm / dm:>6.2f}")
+    verdict = "PASS" if worst <= 30 else "FAIL"
+    print(f"bar: added <= 30 µs per request -> worst {worst:.1f} µs: {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

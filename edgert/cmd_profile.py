@@ -1,0 +1,87 @@
+"""``edgert profile MODEL... [--delegates …] [--runs N] [--warmup N] -o profile.json``.
+
+Measures every model on every delegate path that can take its format (or on
+the ``--delegates`` named), warm-up then N timed runs per pair, and writes
+p50 / p90 as a device profile (DESIGN §6) with the host, the versions and
+the coverage of partially delegated graphs in ``sources``. A pair that fails
+(e.g. an op the delegate rejects) is listed under ``unmeasured/…`` and the
+others go on; errors that stop the command print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from delegates.registry import resolve
+from edgert.profiling import Failure, Measurement, artifact_for, build_profile, measure
+from scheduler.errors import EdgeRTError
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``profile`` sub-command to an argparse ``subparsers`` object."""
+    p = subparsers.add_parser(
+        "profile", help="measure models on this host's delegates and write a device profile",
+        description="Warm up, run each model N times on each delegate, write p50/p90 as a device profile.")
+    p.add_argument("models", nargs="+", metavar="MODEL", help=".tflite / .onnx files (model name = file stem)")
+    p.add_argument("--delegates", action="extend", nargs="+", default=None, metavar="NAME",
+                   help="delegate names from `edgert devices` (space or comma separated); default: every available one")
+    p.add_argument("--runs", type=int, default=50, help="timed runs per (model, delegate) (default 50)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed warm-up runs (default 5)")
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads per session (default 1, like a worker)")
+    p.add_argument("--name", default=None, help="profile name (default: the host name)")
+    p.add_argument("-o", "--output", required=True, type=Path, help="profile JSON to write")
+    p.set_defaults(func=run)
+    return p
+
+
+def _delegate_names(raw: list[str] | None) -> str | list[str]:
+    if not raw:
+        return "auto"
+    names = [n.strip() for item in raw for n in item.split(",") if n.strip()]
+    return "auto" if names == ["auto"] else names
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command; 0 on success, 2 with one clear line on stderr otherwise."""
+    try:
+        return _run(args)
+    except (EdgeRTError, ValueError, OSError) as exc:
+        print(f"edgert profile: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.runs < 1 or args.warmup < 0:
+        raise ValueError(f"--runs must be >= 1 and --warmup >= 0 (got {args.runs}, {args.warmup})")
+    artifacts = [artifact_for(m) for m in args.models]
+    chosen = resolve(_delegate_names(args.delegates))
+    results: list[Measurement] = []
+    failures: list[Failure] = []
+    for art in artifacts:
+        model = art.path.stem  # type: ignore[union-attr]
+        takers = [d for d in chosen if art.format in d.formats]
+        if not takers:
+            failures.append(Failure(model, "*", f"no chosen delegate takes .{art.format} "
+                                                f"(chosen: {', '.join(d.name for d in chosen)})"))
+        for d in takers:
+            try:
+                m = measure(d, art, runs=args.runs, warmup=args.warmup, threads=args.threads, model=model)
+            except EdgeRTError as exc:
+                failures.append(Failure(model, d.name, str(exc)))
+                print(f"  {model:24} {d.name:20} skipped: {exc}", file=sys.stderr)
+                continue
+            results.append(m)
+            cov = "" if m.coverage >= 1.0 else f"  coverage {m.coverage:.0%}"
+            print(f"  {model:24} {d.name:20} {d.processor:4} p50 {m.p50_ms:9.3f} ms  p90 {m.p90_ms:9.3f} ms{cov}")
+    if not results:
+        reasons = "; ".join(f"{f.model}/{f.delegate}: {f.reason}" for f in failures)
+        raise ValueError(f"nothing could be measured ({reasons})")
+    profile = build_profile(results, failures, name=args.name)
+    if args.output.parent and not args.output.parent.exists():
+        args.output.parent.mkdir(parents=True)
+    profile.save(args.output)
+    print(f"wrote {args.output}: {len(profile.models)} model(s) on {', '.join(p.name for p in profile.processors)}")
+    return 0

@@ -1,0 +1,242 @@
+"""On-host profiling: measure (model, delegate) latencies into a device profile, and seed an estimator from one.
+
+``edgert profile`` (:mod:`edgert.cmd_profile`) uses :func:`measure` and
+:func:`build_profile`; the runtime uses :func:`seed_from_profile`.
+
+Processor names in a written profile follow the runtime's worker names: the
+CPU column is ``cpu0`` (the runtime's CPU workers are ``cpu0``, ``cpu1``, …,
+identical single-threaded workers), the others are the kind itself (``gpu``,
+``dsp``, ``npu``). When several delegates of one kind were measured for a
+model, the column holds the fastest p50 and ``sources`` names all of them;
+``sources["delegate/<model>/<processor>"]`` names the one the number is from.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import socket
+import statistics
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+from delegates._native import host_summary
+from delegates.base import FORMATS, Artifact, Delegate, Session
+from scheduler.errors import ConfigError, ModelLoadError
+from scheduler.estimator import LatencyEstimator
+from scheduler.profile import DeviceProfile, ProcessorSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """Latencies (ms) of one model on one delegate, and how much of it ran on the delegate."""
+
+    model: str
+    delegate: str
+    processor: str  # kind: cpu, gpu, dsp, npu
+    p50_ms: float
+    p90_ms: float
+    mean_ms: float
+    runs: int
+    warmup: int
+    coverage: float = 1.0
+    placement: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A (model, delegate) pair that could not be measured, and why."""
+
+    model: str
+    delegate: str
+    reason: str
+
+
+def artifact_for(path: str | Path) -> Artifact:
+    """The Artifact of a ``.tflite`` / ``.onnx`` file; its model name is the file stem.
+
+    Raises:
+        ModelLoadError: the file does not exist.
+        ConfigError: the suffix is not a model format edgert runs.
+    """
+    p = Path(path)
+    fmt = p.suffix.lower().lstrip(".")
+    if fmt not in FORMATS:
+        raise ConfigError(f"{p}: unknown model format {p.suffix!r}; expected one of "
+                          f"{', '.join('.' + f for f in FORMATS)}")
+    if not p.is_file():
+        raise ModelLoadError(f"model file {p} does not exist")
+    return Artifact(fmt, path=p)
+
+
+def example_feeds(session: Session, seed: int = 0) -> list[np.ndarray]:
+    """Random inputs matching the session's specs (dynamic dims = 1), reproducible by ``seed``."""
+    rng = np.random.default_rng(seed)
+    feeds = []
+    for spec in session.inputs:
+        shape = spec.concrete_shape()
+        if spec.dtype.kind == "f":
+            arr = rng.standard_normal(shape).astype(spec.dtype)
+        elif spec.dtype.kind in "iu":
+            hi = 256 if spec.dtype.itemsize == 1 else 10
+            arr = rng.integers(0, hi, size=shape).astype(spec.dtype)
+        else:
+            arr = np.zeros(shape, spec.dtype)
+        feeds.append(arr)
+    return feeds
+
+
+def measure(delegate: Delegate, artifact: Artifact, runs: int = 50, warmup: int = 5,
+            threads: int = 1, model: str | None = None) -> Measurement:
+    """Open ``artifact`` on ``delegate``, run ``warmup`` untimed then ``runs`` timed invocations.
+
+    Raises:
+        DelegateUnavailable, ModelLoadError, InferenceError: from the delegate.
+        ValueError: ``runs`` < 1 or ``warmup`` < 0.
+    """
+    if runs < 1 or warmup < 0:
+        raise ValueError(f"runs must be >= 1 and warmup >= 0 (got runs={runs}, warmup={warmup})")
+    name = model or (artifact.path.stem if artifact.path is not None else "model")
+    session = delegate.open(artifact, threads=threads)
+    try:
+        feeds = example_feeds(session)
+        for _ in range(warmup):
+            session.run(feeds)
+        times: list[float] = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            session.run(feeds)
+            times.append((time.perf_counter() - t0) * 1e3)
+        placement = session.placement()
+        coverage = float(session.coverage)
+    finally:
+        session.close()
+    p90 = float(np.percentile(times, 90)) if len(times) > 1 else times[0]
+    return Measurement(name, delegate.name, delegate.processor, statistics.median(times), p90,
+                       statistics.fmean(times), runs, warmup, coverage, placement)
+
+
+def processor_name(kind: str) -> str:
+    """The profile column for a processor kind: ``cpu0`` for the CPU, else the kind."""
+    return "cpu0" if kind == "cpu" else kind
+
+
+def versions() -> str:
+    """Installed versions of the runtimes edgert measures with, e.g. ``onnxruntime 1.31.1, ai-edge-litert 2.3.0``."""
+    parts = []
+    for dist in ("onnxruntime", "onnxruntime-gpu", "onnxruntime-qnn", "onnxruntime-openvino",
+                 "ai-edge-litert", "tflite-runtime", "numpy"):
+        try:
+            parts.append(f"{dist} {metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return ", ".join(parts)
+
+
+def _placement_text(m: Measurement) -> str:
+    if not m.placement:
+        return ""
+    return " (" + ", ".join(f"{k} {v}" for k, v in sorted(m.placement.items(), key=lambda kv: -kv[1])) + " nodes)"
+
+
+def build_profile(measurements: Iterable[Measurement], failures: Iterable[Failure] = (),
+                  name: str | None = None, description: str = "") -> DeviceProfile:
+    """A DESIGN §6 device profile of this host from measurements (fastest delegate per processor column).
+
+    ``sources`` carries ``host``, ``versions``, and per (model, processor):
+    ``latency_ms/…`` (how it was measured, with coverage when partial),
+    ``delegate/…`` (the delegate of the number), ``coverage/…``; failed pairs
+    are under ``unmeasured/<model>/<delegate>``.
+    """
+    host = socket.gethostname()
+    best: dict[tuple[str, str], Measurement] = {}
+    others: dict[tuple[str, str], list[Measurement]] = {}
+    kinds: dict[str, str] = {}
+    for m in measurements:
+        col = processor_name(m.processor)
+        kinds.setdefault(col, m.processor)
+        key = (m.model, col)
+        others.setdefault(key, []).append(m)
+        if key not in best or m.p50_ms < best[key].p50_ms:
+            best[key] = m
+    latency: dict[str, dict[str, float]] = {}
+    p90: dict[str, dict[str, float]] = {}
+    sources: dict[str, str] = {"host": f"{host}: {host_summary()}", "versions": versions(),
+                               "tool": "edgert profile (random inputs, one single-threaded session per pair)"}
+    for (model, col), m in sorted(best.items()):
+        latency.setdefault(model, {})[col] = round(m.p50_ms, 6)
+        p90.setdefault(model, {})[col] = round(m.p90_ms, 6)
+        partial = "" if m.coverage >= 1.0 else f"; PARTIAL: {m.coverage:.0%} of nodes on {m.delegate}, rest on the CPU"
+        also = [f"{o.delegate} {o.p50_ms:.3f} ms" for o in others[(model, col)] if o is not m]
+        sources[f"latency_ms/{model}/{col}"] = (
+            f"measured on {host} with {m.delegate}: p50 of {m.runs} runs after {m.warmup} warm-up"
+            + partial + (f"; also measured: {', '.join(also)}" if also else ""))
+        sources[f"delegate/{model}/{col}"] = m.delegate
+        sources[f"coverage/{model}/{col}"] = f"{m.coverage:.3f}{_placement_text(m)}"
+    for f in failures:
+        sources[f"unmeasured/{f.model}/{f.delegate}"] = f.reason
+    order = {"cpu0": 0, "gpu": 1, "dsp": 2, "npu": 3}
+    procs = [ProcessorSpec(c, kinds[c]) for c in sorted(kinds, key=lambda c: (order.get(c, 9), c))]
+    return DeviceProfile(name=name or _slug(host), processors=procs, latency_ms=latency,
+                         latency_p90_ms=p90, sources=sources,
+                         description=description or f"measured on {host} ({platform.machine()}) by edgert profile")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "host"
+
+
+def _kind_of(name: str) -> str:
+    """``cpu1`` → ``cpu``; ``npu`` → ``npu``."""
+    return re.sub(r"\d+$", "", name)
+
+
+def seed_from_profile(estimator: LatencyEstimator, profile: DeviceProfile | str | Path,
+                      processor_names: Iterable[str] | Mapping[str, str]) -> int:
+    """Seed ``estimator`` with a profile's latencies (ms) for the runtime's processors; return pairs seeded.
+
+    Name mapping, per runtime processor:
+
+    1. a profile processor of the same name (``cpu0`` → ``cpu0``, ``gpu`` → ``gpu``);
+    2. else the first profile processor of the same kind (``cpu0`` also seeds
+       ``cpu1``, ``cpu2``…: the runtime's CPU workers are identical);
+    3. a ``cloud`` processor gets the profile's cloud estimate (RTT + transfer + server);
+    4. otherwise nothing: the pair stays unsupported until measured live.
+
+    Args:
+        processor_names: the runtime's processor names (kind = name without
+            trailing digits), or a mapping name → kind.
+
+    Raises:
+        TraceError: ``profile`` is a path to a missing or malformed file.
+    """
+    prof = profile if isinstance(profile, DeviceProfile) else DeviceProfile.load(profile)
+    kinds = dict(processor_names) if isinstance(processor_names, Mapping) else {
+        n: _kind_of(n) for n in processor_names}
+    by_name = {p.name: p for p in prof.processors}
+    first_of_kind: dict[str, str] = {}
+    for p in prof.processors:
+        first_of_kind.setdefault(p.kind, p.name)
+    seeded = 0
+    for proc, kind in kinds.items():
+        if kind == "cloud" and proc not in by_name:
+            if prof.cloud is not None:
+                for model in prof.cloud.latency_ms:
+                    est = prof.cloud.expected_ms(model)
+                    if est is not None:
+                        estimator.seed(model, proc, est)
+                        seeded += 1
+            continue
+        column = proc if proc in by_name else first_of_kind.get(kind)
+        if column is None:
+            continue
+        for model, row in prof.latency_ms.items():
+            if column in row:
+                estimator.seed(model, proc, row[column])
+                seeded += 1
+    return seeded
