@@ -47,6 +47,7 @@ from scheduler.errors import (
     did_you_mean,
 )
 from scheduler.estimator import LatencyEstimator
+from scheduler.profile import DeviceProfile
 from scheduler.registry import make_policy
 from scheduler.timeline import RequestRecord, write_chrome_trace
 from scheduler.types import Assignment, Policy, ProcessorView, RequestView, SchedulerView
@@ -65,10 +66,14 @@ class Runtime:
             ``edgert devices``.
         scheduler: a policy name (``edgert``, Band's baselines …), a policy object with
             ``decide(view, now_ms)``, or None for the default.
-        offload: None, ``"auto"`` (embedded broker + local cloud worker) or ``"mqtt://host:port"``.
+        offload: None / ``"off"``, ``"auto"`` (embedded broker + local cloud worker) or
+            ``"mqtt://host:port"`` (``mqtts://user:pw@host:port?ca=…`` for TLS and auth).
         trace: path of a JSONL file recording every request (DESIGN §6).
         cpu_workers: CPU workers (one single-threaded session each); None = one per core.
         warmup_runs: timed warm-up runs per model and delegate that seed the estimator.
+        profile: a device profile (path or DeviceProfile, e.g. from ``edgert profile``); where it
+            has a model, its latencies seed the estimator instead of the warm-up's.
+        alpha: the estimator's moving-average weight of a new measurement.
 
     Raises:
         ConfigError: unknown scheduler or delegate name, or bad option.
@@ -77,13 +82,16 @@ class Runtime:
 
     def __init__(self, delegates: str | Sequence[str] = "auto", scheduler: str | Policy | None = None,
                  offload: str | None = None, trace: str | Path | None = None,
-                 cpu_workers: int | None = None, *, warmup_runs: int = 3, alpha: float = 0.1) -> None:
+                 cpu_workers: int | None = None, *, warmup_runs: int = 3, alpha: float = 0.1,
+                 profile: str | Path | DeviceProfile | None = None) -> None:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._t0 = time.perf_counter()
         self._policy: Policy = scheduler if hasattr(scheduler, "decide") else make_policy(scheduler)  # type: ignore[arg-type]
         self.estimator = LatencyEstimator(alpha)
         self._warmup_runs = warmup_runs
+        self._profile = (profile if isinstance(profile, DeviceProfile) or profile is None
+                         else DeviceProfile.load(profile))
         self._models: dict[str, LoadedModel] = {}
         self._pending: dict[int, Request] = {}
         self._stats: dict[str, ModelStats] = {}
@@ -98,10 +106,10 @@ class Runtime:
         self._trace = TraceWriter(trace) if trace is not None else None
         self._delegates = resolve(delegates)
         self._workers = self._make_workers(cpu_workers)
-        if offload is not None:
+        if offload not in (None, "off"):
             from edgert.offload import make_cloud_worker  # noqa: PLC0415 - optional path
 
-            self._workers.append(make_cloud_worker(offload, self._lock))
+            self._workers.append(make_cloud_worker(offload, self._lock, self))
         if not self._workers:
             raise ConfigError(f"no processor to run on: delegates={delegates!r} left no available delegate "
                               "(see `edgert devices`)")
@@ -206,9 +214,11 @@ class Runtime:
                 f"no delegate here takes {'/'.join(a.format for a in arts)} "
                 f"(delegates: {', '.join(d.name for d in self._delegates)})")
             raise ModelLoadError(f"cannot load model {name!r}: {detail}")
+        profiled = self._profiled_ms(name)
         with self._lock:
             for w, d, s, ms in opened:
                 w.sessions[name] = (d, s)
+                ms = profiled.get(w.name, ms)
                 self.estimator.seed(name, w.name, ms if ms is not None else 1.0)
                 if ms is None:
                     self._unmeasured.add((name, w.name))
@@ -554,6 +564,16 @@ class Runtime:
             raise ModelLoadError(
                 f"the {d.formats[0]} artifact of {lm.name!r} has {len(s.inputs)} inputs / {len(s.outputs)} "
                 f"outputs but another artifact has {len(lm.inputs)} / {len(lm.outputs)}: they must be one network")
+
+    def _profiled_ms(self, model: str) -> dict[str, float]:
+        """The profile's latency (ms) of ``model`` per worker name (same name, else same kind)."""
+        if self._profile is None:
+            return {}
+        from edgert.profiling import seed_from_profile  # noqa: PLC0415 - only with a profile
+
+        tmp = LatencyEstimator()
+        seed_from_profile(tmp, self._profile, {w.name: w.kind for w in self._workers})
+        return {w.name: ms for w in self._workers if (ms := tmp.expected_ms(model, w.name)) is not None}
 
     def _warmup(self, lm: LoadedModel, s: Session) -> float | None:
         """Median ms of ``warmup_runs`` runs after one untimed run on zero inputs; None if it cannot run."""

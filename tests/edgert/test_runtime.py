@@ -275,3 +275,16 @@ def test_duplicate_name_and_public_exports(rt, model_dir):
     assert set(edgert.__all__) == {
         "ConfigError", "DelegateUnavailable", "EdgeRTError", "Frame", "InferenceError", "InputError", "Model",
         "ModelLoadError", "OffloadError", "RequestDropped", "Result", "Runtime", "TraceError", "__version__"}
+
+
+def test_profile_seeds_the_estimator_only_where_a_session_exists(tmp_path, model_dir):
+    from scheduler.profile import DeviceProfile, ProcessorSpec
+
+    prof = DeviceProfile("host", [ProcessorSpec("cpu0", "cpu"), ProcessorSpec("gpu", "gpu")],
+                         {"tiny": {"cpu0": 7.5, "gpu": 1.0}, "absent": {"cpu0": 3.0}},
+                         sources={"latency_ms/*/*": "test double profile"})
+    prof.save(tmp_path / "p.json")
+    with edgert.Runtime(profile=tmp_path / "p.json", cpu_workers=2) as rt:
+        rt.load(model_dir / "tiny.onnx")
+        table = rt.estimator.as_table()
+    assert table == {"tiny": {"cpu0": 7.5, "cpu1": 7.5}}

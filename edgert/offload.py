@@ -1,0 +1,315 @@
+"""The ``cloud`` processor of the runtime: a worker whose invocations are MQTT round trips.
+
+``Runtime(offload=…)`` calls :func:`make_cloud_worker`:
+
+* ``"mqtt://host:port"`` / ``"mqtts://…"`` (or a :class:`delegates.cloud.CloudConfig`):
+  connect to that broker; ``edgert cloud serve`` workers there serve the models.
+* ``"auto"``: zero setup. Start an embedded amqtt broker on a free loopback port
+  and one local ``edgert cloud serve`` process (its own core), serving the
+  models this runtime loads (each loaded file is written into its models
+  directory, so it still serves only files it was given). Both stop with the
+  runtime (:meth:`CloudWorker.close`).
+
+The worker runs ``capacity`` requests at once (one per thread) and never
+inline. A request's give-up time comes from its deadline: it waits until
+``deadline - fastest local latency`` (so a local processor can still make it
+after a lost reply), but at least twice the cloud's expected latency, and
+never past the deadline itself; without a deadline it waits ``timeout_ms``.
+Giving up, a lost broker or an error reply raise :class:`OffloadError`: the
+runtime re-places the request locally if its deadline allows, else it ends
+``failed`` with that reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from delegates.base import Delegate, Session
+from delegates.cloud import CloudConfig, CloudDelegate, CloudSession, MqttLink, digest_of, parse_broker_url
+from edgert.worker import Worker
+from scheduler.errors import ConfigError, ModelLoadError, OffloadError
+
+if TYPE_CHECKING:
+    from edgert.model import LoadedModel
+    from edgert.result import Request
+    from edgert.runtime import Runtime
+
+#: How long ``offload="auto"`` waits for its local worker process to answer (s).
+AUTO_START_S = 60.0
+
+
+class CloudWorker(Worker):
+    """The ``cloud`` processor: sessions are :class:`CloudSession` s over one :class:`MqttLink`.
+
+    Args:
+        cfg: broker address and options.
+        lock: the runtime's lock.
+        runtime: the runtime (its clock and estimator set the give-up time); None uses
+            the request's start time as the clock and keeps no local reserve.
+        embedded: the auto-mode broker and worker process this worker owns and stops.
+
+    Raises:
+        OffloadError: the broker is not reachable.
+    """
+
+    inline_ok = False
+
+    def __init__(self, cfg: CloudConfig, lock: threading.Lock, runtime: Runtime | None = None,
+                 embedded: EmbeddedCloud | None = None) -> None:
+        self.link = MqttLink(cfg)
+        super().__init__("cloud", "cloud", [CloudDelegate(self.link)], lock)
+        self.capacity = cfg.capacity
+        self.cfg = cfg
+        self._rt = runtime
+        self._embedded = embedded
+
+    def open_model(self, model: LoadedModel, delegate: Delegate) -> Session:
+        """Find a worker serving one of ``model``'s files (by digest); in auto mode, hand it the files first.
+
+        Raises:
+            ModelLoadError: no worker serves any of the model's files.
+        """
+        assert isinstance(delegate, CloudDelegate)
+        if self._embedded is not None:
+            self._embedded.add_model(model)
+        errors = []
+        for art in model.artifacts:
+            try:
+                return delegate.open_named(art, model.name)
+            except ModelLoadError as exc:
+                errors.append(str(exc))
+        raise ModelLoadError("; ".join(errors))
+
+    def execute(self, req: Request) -> tuple[list[np.ndarray], str]:
+        """One round trip, given up at the time :meth:`give_up_ms` says.
+
+        Raises:
+            OffloadError: timeout, lost broker, or an error reply.
+        """
+        delegate, session = self.sessions[req.model.name]
+        now = self._rt.now_ms() if self._rt is not None else req.start_ms
+        assert isinstance(session, CloudSession)
+        t = time.perf_counter()
+        try:
+            return session.run(req.feeds, self.give_up_ms(req, now) - now), delegate.name
+        except OffloadError:
+            if self._rt is not None and self.link.connected:
+                # A reply that did not come in time is a latency sample too (a lower bound): without
+                # it the estimate would stay at its last good value and the policy would keep sending.
+                with self.cond:
+                    self._rt.estimator.update(req.model.name, self.name, (time.perf_counter() - t) * 1e3)
+            raise
+
+    # The runtime marks a processor unhealthy for a while after any fault. For the cloud that is
+    # right when the broker is gone, but a slow reply while connected is already priced in by the
+    # estimator (see execute): keeping the cloud out for seconds would waste it in a burst.
+    @property
+    def unhealthy_until_ms(self) -> float:
+        """Until when (runtime ms) placement skips the cloud; only a lost broker connection sets it."""
+        return self._unhealthy_until_ms
+
+    @unhealthy_until_ms.setter
+    def unhealthy_until_ms(self, value: float) -> None:
+        if value == -math.inf or not getattr(self, "link", None) or not self.link.connected:
+            self._unhealthy_until_ms = value
+
+    def give_up_ms(self, req: Request, now_ms: float) -> float:
+        """When to stop waiting for ``req``'s reply, on the runtime clock (ms); see :func:`give_up_ms`."""
+        expected, reserve = 0.0, 0.0
+        if self._rt is not None:
+            est = self._rt.estimator.expected_ms
+            expected = est(req.model.name, self.name) or 0.0
+            local = [v for p in self._rt.processors if p != self.name
+                     and (v := est(req.model.name, p)) is not None]
+            reserve = min(local) if local else 0.0
+        return give_up_ms(req.deadline_ms, now_ms, expected, reserve, self.cfg.timeout_ms)
+
+    def close(self) -> None:
+        """Disconnect, then stop the embedded worker and broker (auto mode)."""
+        try:
+            super().close()
+            self.link.close()
+        finally:
+            if self._embedded is not None:
+                self._embedded.close()
+
+
+def give_up_ms(deadline_ms: float, now_ms: float, expected_ms: float, reserve_ms: float,
+               timeout_ms: float) -> float:
+    """The time (ms, runtime clock) a cloud request stops waiting for its reply.
+
+    ``deadline_ms - reserve_ms`` (``reserve_ms``: the fastest local latency, so the request
+    can still be re-placed locally and make it), but not before ``now_ms + 2 * expected_ms``
+    (a reply merely slower than usual is not abandoned) and never after the deadline.
+    Without a deadline (inf): ``now_ms + timeout_ms``.
+
+    >>> give_up_ms(100.0, 0.0, 10.0, 30.0, 5000.0), give_up_ms(100.0, 90.0, 10.0, 30.0, 5000.0)
+    (70.0, 100.0)
+    """
+    if not math.isfinite(deadline_ms):
+        return now_ms + timeout_ms
+    return min(max(deadline_ms - reserve_ms, now_ms + 2.0 * expected_ms), deadline_ms)
+
+
+class EmbeddedCloud:
+    """``offload="auto"``: an amqtt broker on a free loopback port and one local worker process.
+
+    The broker listens on 127.0.0.1 only and takes anonymous clients (it is
+    reachable only from this host). The worker serves a temporary directory
+    that :meth:`add_model` fills with the runtime's model files.
+
+    Raises:
+        OffloadError: the broker or the worker did not start (with the worker's log).
+    """
+
+    def __init__(self, slots: int = 1) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="edgert-cloud-"))
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._broker: Any = None
+        self._thread: threading.Thread | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        try:
+            self.port = self._start_broker()
+            self.url = f"mqtt://127.0.0.1:{self.port}"
+            self._log = open(self.dir / "worker.log", "wb")  # noqa: SIM115 - closed in close()
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "edgert.cmd_cloud", "serve", "--broker", self.url, "--models",
+                 str(self.dir / "models"), "--group", "", "--slots", str(slots), "--drain-s", "5"],
+                stdout=self._log, stderr=subprocess.STDOUT)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start_broker(self) -> int:
+        from amqtt.broker import Broker  # noqa: PLC0415 - only auto mode needs it
+
+        (self.dir / "models").mkdir()
+        ready = threading.Event()
+        failure: list[BaseException] = []
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        config = {"listeners": {"default": {"type": "tcp", "bind": f"127.0.0.1:{port}"}},
+                  "plugins": {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}}}
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            self._loop = loop
+            try:
+                self._broker = Broker(config, loop=loop)
+                loop.run_until_complete(self._broker.start())
+            except BaseException as exc:  # noqa: BLE001 - reported to the constructor
+                failure.append(exc)
+                ready.set()
+                loop.close()
+                return
+            ready.set()
+            loop.run_forever()
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="edgert-amqtt", daemon=True)
+        self._thread.start()
+        ready.wait(30)
+        if failure or self._broker is None:
+            raise OffloadError(f"the embedded amqtt broker did not start on 127.0.0.1:{port}: "
+                               f"{failure[0] if failure else 'timed out'}")
+        return port
+
+    def wait_ready(self, link: MqttLink, timeout_s: float = AUTO_START_S) -> None:
+        """Ping until the local worker answers.
+
+        Raises:
+            OffloadError: it exited or did not answer within ``timeout_s`` (its log is quoted).
+        """
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            if self.proc is not None and self.proc.poll() is not None:
+                break
+            try:
+                link.ping(250.0)
+                return
+            except OffloadError:
+                continue
+        tail = (self.dir / "worker.log").read_text(errors="replace")[-800:]
+        raise OffloadError(f"the local cloud worker of offload='auto' did not answer within {timeout_s:g} s"
+                           f"{' (it exited)' if self.proc is not None and self.proc.poll() is not None else ''}: "
+                           f"{tail.strip() or 'no output'}")
+
+    def add_model(self, model: LoadedModel) -> None:
+        """Write the model's files into the worker's directory as ``<name>.<format>`` (atomically)."""
+        if not model.name or any(c in model.name for c in "/\\\0") or model.name.startswith("."):
+            raise ModelLoadError(f"model name {model.name!r} cannot be a file name for the local cloud worker")
+        for art in model.artifacts:
+            data = art.read()
+            path = self.dir / "models" / f"{model.name}.{art.format}"
+            if path.exists() and digest_of(path.read_bytes()) == digest_of(data):
+                continue
+            tmp = path.with_suffix(".part")
+            tmp.write_bytes(data)
+            tmp.replace(path)
+
+    def close(self) -> None:
+        """Stop the worker (SIGTERM: it drains), then the broker; remove the directory."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        if getattr(self, "_log", None) is not None:
+            self._log.close()
+        loop = self._loop
+        if loop is not None and self._broker is not None and not loop.is_closed():
+            try:
+                asyncio.run_coroutine_threadsafe(self._broker.shutdown(), loop).result(10)
+            except Exception:  # noqa: BLE001 - best effort on the way out
+                pass
+            loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def make_cloud_worker(offload: str | CloudConfig, lock: threading.Lock, runtime: Runtime | None = None) -> CloudWorker:
+    """The cloud worker for ``Runtime(offload=…)``: ``"auto"``, ``"mqtt[s]://…"`` or a CloudConfig.
+
+    Raises:
+        ConfigError: an offload value that is none of these.
+        OffloadError: the broker is unreachable, or the auto-mode worker did not start.
+    """
+    if isinstance(offload, CloudConfig):
+        return CloudWorker(offload, lock, runtime)
+    if not isinstance(offload, str):
+        raise ConfigError(f"offload must be None, 'auto' or 'mqtt://host:port', got {offload!r}")
+    if offload == "auto":
+        emb = EmbeddedCloud()
+        try:
+            w = CloudWorker(parse_broker_url(emb.url + "?capacity=2"), lock, runtime, emb)
+        except BaseException:
+            emb.close()
+            raise
+        try:
+            emb.wait_ready(w.link)
+        except BaseException:
+            w.close()
+            raise
+        return w
+    if not offload.startswith(("mqtt://", "mqtts://")):
+        raise ConfigError(f"unknown offload {offload!r}: use 'auto', 'mqtt://host:port' or 'mqtts://host:port' "
+                          "(None or 'off' for no offload)")
+    return CloudWorker(parse_broker_url(offload), lock, runtime)
