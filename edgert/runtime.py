@@ -420,7 +420,8 @@ class Runtime:
         if w.running and not w.has_free_slot():
             busy = min(r.start_ms + (exp(r.model.name, w.name) or 0.0) for r in w.running)
         queued = sum((exp(r.model.name, w.name) or 0.0) for r in w.queue) if w.queue else 0.0
-        return ProcessorView(w.name, w.kind, busy, queued, len(w.queue), now >= w.unhealthy_until_ms)
+        return ProcessorView(w.name, w.kind, busy, queued, len(w.queue), now >= w.unhealthy_until_ms,
+                             w.capacity, w.capacity - len(w.running))
 
     def _can_run(self, w: Worker, req: Request) -> bool:
         allowed = req.view.allowed

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from delegates.base import Delegate, Session
-from scheduler.types import ProcessorView
 
 if TYPE_CHECKING:
     from edgert.model import LoadedModel
@@ -38,7 +37,6 @@ class Worker:
         self.delegates = delegates
         self.queue: deque[Request] = deque()
         self.running: list[Request] = []
-        self.queued_ms = 0.0
         self.unhealthy_until_ms = -math.inf
         self.cond = threading.Condition(lock)
         self.sessions: dict[str, tuple[Delegate, Session]] = {}
@@ -62,15 +60,7 @@ class Worker:
         delegate, session = self.sessions[req.model.name]
         return session.run(req.feeds), delegate.name
 
-    # -- state the policy sees (call under the lock) -------------------------------
-    def view(self, now_ms: float, expected: dict[tuple[str, str], float]) -> ProcessorView:
-        """This worker as a ProcessorView: busy-until of its running work, queued ms."""
-        busy = 0.0
-        if len(self.running) >= self.capacity:
-            busy = min(r.start_ms + expected.get((r.model.name, self.name), 0.0) for r in self.running)
-        return ProcessorView(self.name, self.kind, busy, self.queued_ms, len(self.queue),
-                             now_ms >= self.unhealthy_until_ms)
-
+    # -- state (call under the lock) ----------------------------------------------------
     def has_free_slot(self) -> bool:
         """True when it can start another invocation now."""
         return len(self.running) < self.capacity

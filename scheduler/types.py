@@ -74,6 +74,10 @@ class ProcessorView:
             not started.
         n_queued: how many requests are assigned to it but not started.
         available: False while the processor is marked unhealthy.
+        slots: invocations it can run at once (1 for a phone accelerator or a CPU
+            core; a cloud pool has several). ``busy_until_ms`` is then the expected
+            finish of the earliest-ending one when every slot is busy, else ``<= now``.
+        free_slots: slots idle right now (``<= slots``).
     """
 
     name: str
@@ -82,6 +86,8 @@ class ProcessorView:
     queued_ms: float = 0.0
     n_queued: int = 0
     available: bool = True
+    slots: int = 1
+    free_slots: int = 1
 
     def ready_at_ms(self, now_ms: float) -> float:
         """When this processor could start a newly assigned request (Band's wait)."""

@@ -1,0 +1,174 @@
+"""What every tree model shares: weights from ``.npz``, the vocabulary, ``run`` / ``encode``.
+
+A model subclass declares its weight keys and expected shapes and builds one
+self-recursive :class:`~recursion.SubGraph` (a leaf branch and an internal
+branch, each an ONNX cell); the executor does the rest.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from recursion.executor import Executor, RunResult
+from recursion.plan import Forest
+from recursion.subgraph import SubGraph
+from recursion.tree import Tree
+from scheduler.errors import ConfigError, ModelLoadError
+
+__all__ = ["UNKNOWN_WORDS", "TreeModel"]
+
+#: Vocabulary entries used for out-of-vocabulary words, first match wins.
+UNKNOWN_WORDS = ("<unk>", "UNK", "<UNK>", "*UNKNOWN*")
+
+
+class TreeModel:
+    """Base of the tree models: validated weights, vocabulary, executor.
+
+    Args:
+        weights: arrays by key (see the subclass's ``KEYS``); ``vocab`` is a
+            str array of V words for ``emb`` [V, D].
+        runtime: an ``edgert.Runtime`` to run the cells on (shared with the
+            app's other models), a Runner (``recursion.OrtRunner``), or None
+            for the process-wide default runtime.
+        shards: independent parts per wave (None: one per worker).
+
+    Out-of-vocabulary words use the first of :data:`UNKNOWN_WORDS` in the
+    vocabulary, or a zero embedding when it has none.
+    """
+
+    #: Required keys → shape pattern (ints or the letters V, D, H, N).
+    KEYS: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: Optional keys → shape pattern.
+    OPTIONAL: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: Output of the SubGraph that ``encode`` returns at the roots.
+    STATE: ClassVar[str] = "h"
+
+    def __init__(self, weights: Mapping[str, np.ndarray], runtime: Any = None, shards: int | None = None) -> None:
+        self.weights = {k: np.asarray(v) for k, v in weights.items()}
+        self.dims = self._check(self.weights)
+        words = [str(w) for w in self.weights["vocab"].tolist()]
+        self.vocab: dict[str, int] = {w: i for i, w in enumerate(words)}
+        unk = next((self.vocab[w] for w in UNKNOWN_WORDS if w in self.vocab), None)
+        emb = self.weights["emb"].astype(np.float32)
+        if unk is None:  # a zero row for unknown words
+            unk = len(emb)
+            emb = np.vstack([emb, np.zeros((1, emb.shape[1]), np.float32)])
+        self.unknown = unk
+        self.emb = emb
+        self._runtime = runtime
+        self._shards = shards
+        self._executor: Executor | None = None
+
+    # -- weights ------------------------------------------------------------------------
+    def _check(self, w: Mapping[str, np.ndarray]) -> dict[str, int]:
+        """Validate keys and shapes; returns the bound dims (V, D, H, N)."""
+        name = type(self).__name__
+        missing = [k for k in self.KEYS if k not in w]
+        if missing:
+            raise ConfigError(f"{name} weights lack {missing}; expected keys {sorted(self.KEYS)}"
+                              + (f" (optional {sorted(self.OPTIONAL)})" if self.OPTIONAL else ""))
+        dims: dict[str, int] = {}
+        if w["vocab"].ndim != 1:
+            raise ConfigError(f"{name}: 'vocab' must be a 1-D str array")
+        dims["V"] = len(w["vocab"])
+        dims["D"] = int(w["emb"].shape[1]) if w["emb"].ndim == 2 else -1
+        self._bind_dims(w, dims)
+        for key, pattern in {**self.KEYS, **{k: v for k, v in self.OPTIONAL.items() if k in w}}.items():
+            if key == "vocab":
+                continue
+            want = tuple(d if isinstance(d, int) else _eval_dim(d, dims) for d in pattern)
+            if tuple(w[key].shape) != want:
+                raise ConfigError(f"{name}: weight {key!r} has shape {tuple(w[key].shape)}, expected {want} "
+                                  f"({' x '.join(map(str, pattern))} with {dims})")
+        return dims
+
+    def _bind_dims(self, w: Mapping[str, np.ndarray], dims: dict[str, int]) -> None:
+        """Subclasses read H (and N) from their weights here."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_npz(cls, path: str | os.PathLike[str], runtime: Any = None, shards: int | None = None) -> TreeModel:
+        """Load weights from ``path`` (``np.savez`` keys, see ``KEYS``); raises ModelLoadError / ConfigError."""
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                weights = {k: z[k] for k in z.files}
+        except FileNotFoundError as exc:
+            raise ModelLoadError(f"{cls.__name__} weights not found: {os.fspath(path)}") from exc
+        except (ValueError, OSError) as exc:
+            raise ModelLoadError(f"{cls.__name__}: {os.fspath(path)} is not a readable .npz: {exc}") from exc
+        return cls(weights, runtime=runtime, shards=shards)
+
+    def save_npz(self, path: str | os.PathLike[str]) -> None:
+        """Write the weights in the format :meth:`from_npz` reads."""
+        np.savez(path, **self.weights)
+
+    @property
+    def hidden(self) -> int:
+        """Hidden size H."""
+        return self.dims["H"]
+
+    # -- running ------------------------------------------------------------------------
+    def build_subgraph(self) -> SubGraph:
+        """The recursive definition (leaf and internal branches as ONNX cells)."""
+        raise NotImplementedError
+
+    @property
+    def subgraph(self) -> SubGraph:
+        """The model's SubGraph (built once)."""
+        return self.executor.entry
+
+    @property
+    def executor(self) -> Executor:
+        """The executor bound to this model's runtime (created on first use)."""
+        if self._executor is None:
+            self._executor = Executor(self.build_subgraph(), self._runtime, self._shards)
+        return self._executor
+
+    def fields(self, forest: Forest) -> dict[str, np.ndarray]:
+        """Node fields the cells read: ``word`` (vocabulary id of each leaf, -1 for internal nodes)."""
+        return {"word": forest.lookup(self.vocab, self.unknown)}
+
+    def run(self, trees: Sequence[Tree] | Forest) -> RunResult:
+        """Evaluate every node of every tree; ``result.nodes("h")`` / ``result.roots("h")``."""
+        forest = trees if isinstance(trees, Forest) else Forest.from_trees(trees)
+        return self.executor.run(forest, self.fields(forest))
+
+    def encode(self, trees: Sequence[Tree]) -> np.ndarray:
+        """``[len(trees), H]`` float32: the root hidden state of each tree."""
+        return self.run(trees).roots(self.STATE)
+
+    @classmethod
+    def random(cls, vocab: Sequence[str], input_dim: int = 300, hidden: int = 150, seed: int = 0,
+               runtime: Any = None, shards: int | None = None, **dims: int) -> TreeModel:
+        """A model with Glorot-uniform random weights (for demos, tests and benchmarks)."""
+        rng = np.random.default_rng(seed)
+        bound = {"V": len(vocab), "D": input_dim, "H": hidden, **dims}
+        w: dict[str, np.ndarray] = {"vocab": np.array(list(vocab), dtype=str)}
+        for key, pattern in cls.KEYS.items():
+            if key == "vocab":
+                continue
+            shape = tuple(d if isinstance(d, int) else _eval_dim(d, bound) for d in pattern)
+            if key == "emb":
+                w[key] = rng.normal(0.0, 0.5, shape).astype(np.float32)
+            elif len(shape) == 1:
+                w[key] = rng.uniform(-0.1, 0.1, shape).astype(np.float32)
+            elif len(shape) == 3:  # a bilinear tensor [I, I, H]: each output sums I*I products
+                lim = 1.0 / shape[0]
+                w[key] = rng.uniform(-lim, lim, shape).astype(np.float32)
+            else:
+                fan = shape[0] + shape[-1]
+                lim = np.sqrt(6.0 / fan)
+                w[key] = rng.uniform(-lim, lim, shape).astype(np.float32)
+        return cls(w, runtime=runtime, shards=shards)
+
+
+def _eval_dim(expr: str, dims: Mapping[str, int]) -> int:
+    """``"H"``, ``"3*H"``, ``"N*H"`` → int."""
+    value = 1
+    for part in expr.split("*"):
+        value *= int(part) if part.isdigit() else dims[part]
+    return value

@@ -1,0 +1,373 @@
+"""Planning: expand a SubGraph over a batch of trees into batched groups.
+
+Everything here is vectorised numpy over the whole batch; nothing recurses.
+
+1. :class:`Forest` concatenates trees into one node numbering (post-order per
+   tree, trees one after another).
+2. Expansion finds which (SubGraph, node) invocations are needed and which
+   branch each takes. With one self-recursive SubGraph (every model in
+   ``recursion.models``) it is a single pass over subtree ranges; with several
+   SubGraphs it walks the frontier one tree level at a time.
+3. Waves: an invocation only needs its children, which are strictly lower, so
+   the node's height is an as-soon-as-possible wave number.
+4. Groups: invocations of one branch in one wave (and one shard of the batch,
+   and one child-count bucket) form a group = one batched cell call. Rows of
+   a group are contiguous in its SubGraph's output buffers, so storing a
+   result is a slice copy; inputs are gathered with one index array per
+   InvokeOp (absent children point at a zero sentinel row).
+5. Dependencies between groups come from which groups produced the children,
+   so independent groups (different shards, different branches) can run at
+   the same time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from recursion.subgraph import SubGraph
+from recursion.tree import Tree
+from scheduler.errors import ConfigError, InputError
+
+__all__ = ["Forest", "Gather", "Group", "Plan", "make_plan"]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Forest:
+    """A batch of trees as one set of arrays (global node ids).
+
+    Attributes:
+        child_ptr, child_idx: CSR children of every node (global ids).
+        height, first: per node, as in :class:`~recursion.tree.Tree`, global ids.
+        roots: int64 [T], the root of each tree.
+        offsets: int64 [T + 1], tree ``t`` owns nodes ``offsets[t]:offsets[t+1]``.
+        words: per node, the leaf word or None.
+    """
+
+    child_ptr: np.ndarray
+    child_idx: np.ndarray
+    height: np.ndarray
+    first: np.ndarray
+    roots: np.ndarray
+    offsets: np.ndarray
+    words: tuple[str | None, ...]
+
+    @property
+    def n(self) -> int:
+        """Number of nodes in the batch."""
+        return len(self.height)
+
+    @property
+    def arity(self) -> np.ndarray:
+        """int64 [n]: children per node."""
+        return np.diff(self.child_ptr)
+
+    @classmethod
+    def from_trees(cls, trees: Sequence[Tree]) -> Forest:
+        """Concatenate ``trees`` (raises InputError on an empty batch or a non-Tree)."""
+        if len(trees) == 0:
+            raise InputError("no trees given; pass a list of recursion.Tree (from recursion.parse_ptb)")
+        for i, t in enumerate(trees):
+            if not isinstance(t, Tree):
+                raise InputError(f"trees[{i}] is a {type(t).__name__}, not a recursion.Tree; parse it with "
+                                 "recursion.parse_ptb(line)")
+        sizes = np.fromiter((len(t) for t in trees), dtype=np.int64, count=len(trees))
+        offsets = np.zeros(len(trees) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        n_edges = np.fromiter((len(t.child_idx) for t in trees), dtype=np.int64, count=len(trees))
+        edge_off = np.concatenate(([0], np.cumsum(n_edges)))
+        child_ptr = np.empty(offsets[-1] + 1, dtype=np.int64)
+        child_ptr[:-1] = np.concatenate([t.child_ptr[:-1] for t in trees]) + np.repeat(edge_off[:-1], sizes)
+        child_ptr[-1] = edge_off[-1]
+        child_idx = np.concatenate([t.child_idx for t in trees]) + np.repeat(offsets[:-1], n_edges)
+        first = np.concatenate([t.first for t in trees]) + np.repeat(offsets[:-1], sizes)
+        words: tuple[str | None, ...] = tuple(w for t in trees for w in t.words)
+        return cls(child_ptr, child_idx, np.concatenate([t.height for t in trees]), first,
+                   offsets[1:] - 1, offsets, words)
+
+    def lookup(self, vocab: Mapping[str, int], unknown: int) -> np.ndarray:
+        """int64 [n]: vocabulary id of each leaf's word (``unknown`` if absent), -1 for internal nodes."""
+        get = vocab.get
+        ids = np.full(self.n, -1, dtype=np.int64)
+        leaves = np.flatnonzero(self.child_ptr[1:] == self.child_ptr[:-1])
+        words = self.words
+        ids[leaves] = [get(words[i], unknown) for i in leaves.tolist()]
+        return ids
+
+    def children_of(self, nodes: np.ndarray) -> np.ndarray:
+        """All children of ``nodes`` concatenated (vectorised CSR expansion)."""
+        starts = self.child_ptr[nodes]
+        counts = self.child_ptr[nodes + 1] - starts
+        total = int(counts.sum())
+        if total == 0:
+            return np.empty(0, dtype=np.int64)
+        shift = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+        return self.child_idx[shift + np.arange(total)]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Gather:
+    """One InvokeOp input of a group: ``buffers[sg][output][rows]`` → cell input ``name`` ([B, K, …])."""
+
+    sg: int
+    output: str
+    name: str
+    rows: np.ndarray
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Group:
+    """One batched cell call: ``stop - start`` nodes of one branch, rows ``start:stop`` of ``sg``'s buffers."""
+
+    id: int
+    sg: int
+    branch: int
+    wave: int
+    start: int
+    stop: int
+    nodes: np.ndarray
+    gathers: tuple[Gather, ...]
+    deps: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Plan:
+    """The whole batched schedule of one run.
+
+    Attributes:
+        subgraphs: every SubGraph involved, index = ``Group.sg``.
+        groups: in a valid execution order (every dependency first).
+        rows: per SubGraph, how many invocations (buffer rows, sentinel excluded).
+        pos: per SubGraph, int64 [n]: buffer row of each node, -1 if not invoked.
+        waves: number of waves (max height + 1).
+    """
+
+    subgraphs: tuple[SubGraph, ...]
+    groups: tuple[Group, ...]
+    rows: tuple[int, ...]
+    pos: tuple[np.ndarray, ...]
+    waves: int
+
+
+def _expand(entry: SubGraph, subgraphs: list[SubGraph], forest: Forest,
+            fields: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    """branch index per node for each SubGraph (-1: not invoked), without recursion."""
+    n = forest.n
+    arity = forest.arity
+    index = {id(sg): i for i, sg in enumerate(subgraphs)}
+
+    def branches_for(sg: SubGraph, nodes: np.ndarray) -> np.ndarray:
+        out = np.full(len(nodes), -1, dtype=np.int64)
+        sub = {k: v[nodes] for k, v in fields.items()}
+        for b, br in enumerate(sg.branches):
+            hit = np.asarray(br.when(arity[nodes], sub), dtype=bool) & (out < 0)
+            out[hit] = b
+        if np.any(out < 0):
+            bad = int(nodes[np.argmax(out < 0)])
+            t = int(np.searchsorted(forest.offsets, bad, side="right")) - 1
+            raise InputError(f"SubGraph {sg.name!r}: no branch matches node {bad - int(forest.offsets[t])} of "
+                             f"tree {t} (arity {int(arity[bad])}); add a branch for it")
+        return out
+
+    branch = [np.full(n, -1, dtype=np.int64) for _ in subgraphs]
+    only_self = len(subgraphs) == 1 and all(
+        all(op.target is entry for op in br.invokes) for br in entry.branches)
+    if only_self:
+        # One pass: every node could be invoked; a node whose branch invokes
+        # nothing cuts off its descendants (a contiguous id range).
+        every = np.arange(n, dtype=np.int64)
+        b_all = np.full(n, -1, dtype=np.int64)
+        sub = fields
+        for b, br in enumerate(entry.branches):
+            hit = np.asarray(br.when(arity, sub), dtype=bool) & (b_all < 0)
+            b_all[hit] = b
+        invokes = np.array([len(br.invokes) > 0 for br in entry.branches] + [True])
+        cut = np.flatnonzero((arity > 0) & ~invokes[b_all])
+        cover = np.zeros(n + 1, dtype=np.int64)
+        np.add.at(cover, forest.first[cut], 1)
+        np.add.at(cover, cut, -1)
+        live = np.cumsum(cover[:-1]) == 0
+        if np.any(live & (b_all < 0)):
+            branches_for(entry, every[live])  # raises with the node named
+        branch[0] = np.where(live, b_all, -1)
+        return branch
+
+    pending: list[list[np.ndarray]] = [[] for _ in subgraphs]
+    pending[0].append(forest.roots.copy())
+    seen = [np.zeros(n, dtype=bool) for _ in subgraphs]
+    seen[0][forest.roots] = True
+    while any(pending):
+        s = next(i for i, p in enumerate(pending) if p)
+        nodes = np.concatenate(pending[s])
+        pending[s] = []
+        sg = subgraphs[s]
+        b = branches_for(sg, nodes)
+        branch[s][nodes] = b
+        for bi, br in enumerate(sg.branches):
+            if not br.invokes:
+                continue
+            kids = forest.children_of(nodes[b == bi])
+            for op in br.invokes:
+                t = index[id(op.target)]
+                new = kids[~seen[t][kids]]
+                if len(new):
+                    seen[t][new] = True
+                    pending[t].append(new)
+    return branch
+
+
+#: Default cap on the rows of one cell call: per-row cost is lowest at a few hundred to ~1000
+#: rows (the working set stays in cache); larger waves are cut into independent chunks.
+MAX_ROWS = 1024
+
+
+def _first_equal(nodes: np.ndarray, arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """For each node, the first node (in ``nodes`` order) whose field values are all equal to its own."""
+    if not arrays:
+        return np.full(len(nodes), nodes[0])
+    cols = [np.ascontiguousarray(np.asarray(a)[nodes]).reshape(len(nodes), -1) for a in arrays]
+    raw = np.hstack([c.view(np.uint8).reshape(len(nodes), -1) for c in cols])
+    if raw.shape[1] == 8 and len(cols) == 1 and cols[0].dtype == np.int64:  # common case: one id
+        _, first, inverse = np.unique(cols[0][:, 0], return_index=True, return_inverse=True)
+    else:
+        _, first, inverse = np.unique(raw, axis=0, return_index=True, return_inverse=True)
+    return nodes[first[inverse.reshape(-1)]]
+
+
+def make_plan(entry: SubGraph, forest: Forest, fields: Mapping[str, np.ndarray], shards: int = 1,
+              max_rows: int = MAX_ROWS, memoize: bool = True) -> Plan:
+    """Expand ``entry`` over ``forest`` and cut it into batched groups.
+
+    Args:
+        entry: the SubGraph invoked on every root.
+        forest: the batch.
+        fields: node field arrays, each ``[n, …]`` (e.g. ``{"word": ids}``).
+        shards: split every wave into this many parts by node position, so
+            independent parts can run on different workers at once.
+        max_rows: cut a group larger than this into even chunks (also independent).
+        memoize: a branch without InvokeOps is a pure function of its node
+            fields, so nodes with equal field values (a word repeated across
+            the batch) share one invocation and one buffer row.
+
+    Raises InputError when a node matches no branch or has more children
+    than an InvokeOp's ``pad_to``; ConfigError when a branch names a field
+    that was not given.
+    """
+    subgraphs = entry.reachable()
+    for sg in subgraphs:
+        if not sg.branches:
+            raise ConfigError(f"SubGraph {sg.name!r} has no branches; add one with sg.branch(when, cell, ...)")
+        for br in sg.branches:
+            missing = set(br.fields.values()) - set(fields)
+            if missing:
+                raise ConfigError(f"SubGraph {sg.name!r} branch {br.name!r} needs node fields {sorted(missing)}; "
+                                  f"given {sorted(fields)}")
+    for k, v in fields.items():
+        if len(v) != forest.n:
+            raise InputError(f"node field {k!r} has {len(v)} rows, the batch has {forest.n} nodes")
+    branch = _expand(entry, subgraphs, forest, fields)
+    n = forest.n
+    arity = forest.arity
+    shards = max(1, int(shards))
+    shard_of = np.minimum(np.arange(n, dtype=np.int64) * shards // max(n, 1), shards - 1)
+
+    # Candidate rows: (sg, node) pairs with their group key.
+    keys_sg, keys_node, keys_b, keys_k = [], [], [], []
+    aliases: list[tuple[int, np.ndarray, np.ndarray]] = []  # (sg, duplicate nodes, their representatives)
+    no_invokes = []
+    for s, sg in enumerate(subgraphs):
+        nodes = np.flatnonzero(branch[s] >= 0)
+        b = branch[s][nodes]
+        # child-count bucket: power of two >= arity for un-padded stacking, 0 otherwise
+        unpadded = np.array([any(op.pad_to is None for op in br.invokes) for br in sg.branches])
+        pad = np.array([max([op.pad_to or 0 for op in br.invokes] + [0]) for br in sg.branches])
+        a = arity[nodes]
+        over = (pad[b] > 0) & (a > pad[b])
+        if np.any(over):
+            i = int(nodes[np.argmax(over)])
+            raise InputError(f"SubGraph {sg.name!r} branch {sg.branches[int(branch[s][i])].name!r} takes at most "
+                             f"{int(pad[branch[s][i]])} children, a node has {int(arity[i])}; binarize the trees "
+                             "or use a model with a larger N")
+        bucket = np.where(unpadded[b], 1 << np.ceil(np.log2(np.maximum(a, 1))).astype(np.int64), 0)
+        if memoize:
+            keep = np.ones(len(nodes), dtype=bool)
+            for bi, br in enumerate(sg.branches):
+                sel = np.flatnonzero(b == bi)
+                if br.invokes or len(sel) < 2:
+                    continue
+                rep = _first_equal(nodes[sel], [fields[f] for f in br.fields.values()])
+                keep[sel] = rep == nodes[sel]
+                aliases.append((s, nodes[sel][~keep[sel]], rep[~keep[sel]]))
+            nodes, b, bucket = nodes[keep], b[keep], bucket[keep]
+        keys_sg.append(np.full(len(nodes), s, dtype=np.int64))
+        keys_node.append(nodes)
+        keys_b.append(b)
+        keys_k.append(bucket)
+        no_invokes.append(np.array([not br.invokes for br in sg.branches])[b])
+    sg_a = np.concatenate(keys_sg)
+    node_a = np.concatenate(keys_node)
+    b_a = np.concatenate(keys_b)
+    k_a = np.concatenate(keys_k)
+    # A branch without InvokeOps needs nothing: it is ready in wave 0 whatever its height.
+    wave_a = np.where(np.concatenate(no_invokes), 0, forest.height[node_a])
+    order = np.lexsort((node_a, k_a, b_a, sg_a, shard_of[node_a], wave_a))
+    sg_a, node_a, b_a, k_a, wave_a = sg_a[order], node_a[order], b_a[order], k_a[order], wave_a[order]
+    shard_a = shard_of[node_a]
+
+    # Buffer rows: per SubGraph, in sorted order.
+    pos = []
+    rows = []
+    row_a = np.empty(len(node_a), dtype=np.int64)
+    for s in range(len(subgraphs)):
+        sel = np.flatnonzero(sg_a == s)
+        row_a[sel] = np.arange(len(sel))
+        p = np.full(n, -1, dtype=np.int64)
+        p[node_a[sel]] = np.arange(len(sel))
+        pos.append(p)
+        rows.append(len(sel))
+    for s, dup, rep in aliases:
+        pos[s][dup] = pos[s][rep]
+
+    # Group boundaries where any key changes.
+    change = np.ones(len(node_a), dtype=bool)
+    change[1:] = ((wave_a[1:] != wave_a[:-1]) | (shard_a[1:] != shard_a[:-1]) | (sg_a[1:] != sg_a[:-1])
+                  | (b_a[1:] != b_a[:-1]) | (k_a[1:] != k_a[:-1]))
+    starts = np.flatnonzero(change)
+    ends = np.append(starts[1:], len(node_a))
+    pieces = -(-(ends - starts) // max(1, int(max_rows)))
+    if np.any(pieces > 1):
+        cuts = [np.linspace(a, z, k + 1).round().astype(np.int64)[:-1]
+                for a, z, k in zip(starts.tolist(), ends.tolist(), pieces.tolist())]
+        starts = np.concatenate(cuts)
+        ends = np.append(starts[1:], len(node_a))
+    producer = [np.full(r + 1, -1, dtype=np.int64) for r in rows]  # sentinel row stays -1
+    groups: list[Group] = []
+    for gid, (a, z) in enumerate(zip(starts.tolist(), ends.tolist())):
+        s, bi = int(sg_a[a]), int(b_a[a])
+        sg = subgraphs[s]
+        br = sg.branches[bi]
+        nodes = node_a[a:z]
+        r0, r1 = int(row_a[a]), int(row_a[z - 1]) + 1
+        producer[s][r0:r1] = gid
+        gathers = []
+        deps: set[int] = set()
+        if br.invokes:
+            na = arity[nodes]
+            kmax = int(na.max())
+            cptr = forest.child_ptr[nodes]
+            for op in br.invokes:
+                t = subgraphs.index(op.target)
+                k = op.pad_to if op.pad_to is not None else kmax
+                cols = np.arange(k)
+                valid = cols[None, :] < na[:, None]
+                edge = np.where(valid, cptr[:, None] + cols[None, :], 0)
+                kid = forest.child_idx[edge] if len(forest.child_idx) else np.zeros_like(edge)
+                r = np.where(valid, pos[t][kid], rows[t])
+                deps.update(np.unique(producer[t][r]).tolist())
+                for out, name in op.outputs.items():
+                    gathers.append(Gather(t, out, name, r))
+        deps.discard(-1)
+        groups.append(Group(gid, s, bi, int(wave_a[a]), r0, r1, nodes, tuple(gathers), tuple(sorted(deps))))
+    return Plan(tuple(subgraphs), tuple(groups), tuple(rows), tuple(pos), int(forest.height.max()) + 1)

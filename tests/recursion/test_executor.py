@@ -1,0 +1,242 @@
+"""The executor: SubGraph/InvokeOp semantics, batching across trees, parallel groups, depth."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from concurrent.futures import Future
+
+import numpy as np
+import pytest
+
+import edgert
+from recursion import Executor, Forest, InvokeOp, OrtRunner, SubGraph, is_internal, is_leaf, parse_ptb
+from recursion.cells import FLOAT, CellBuilder
+from recursion.models import ChildSumTreeLSTM
+from recursion.runners import CellHandle
+from recursion.synth import chain_tree, random_tree, sst_like_tree
+from scheduler.errors import ConfigError, InferenceError, InputError
+from tests.recursion import reference as ref
+
+H = 4
+
+
+def _leaf_cell(scale: float) -> bytes:
+    g = CellBuilder("leaf")
+    x = g.op("Cast", g.input("word", 7, ["B"]), to=FLOAT)
+    x = g.op("Unsqueeze", x, g.const("ax", np.array([1], np.int64)))
+    g.output(g.op("Tanh", g.op("Mul", x, g.const("s", np.full((1, H), scale, np.float32)))), "h", ["B", H])
+    return g.build()
+
+
+def _sum_cell(w: np.ndarray) -> bytes:
+    g = CellBuilder("sum")
+    hs = g.reduce_sum(g.input("kids", FLOAT, ["B", "K", H]), 1)
+    g.output(g.op("Tanh", g.linear(hs, w, None, "w")), "h", ["B", H])
+    return g.build()
+
+
+def test_mutual_recursion_alternates_subgraphs() -> None:
+    """even(node) invokes odd on its children and vice versa: two SubGraphs, one batch."""
+    rng = np.random.default_rng(0)
+    w_even, w_odd = rng.normal(size=(H, H)), rng.normal(size=(H, H))
+    even = SubGraph("even", outputs=("h",))
+    odd = SubGraph("odd", outputs=("h",))
+    even.branch(is_leaf, _leaf_cell(0.1), fields={"word": "word"}, name="leaf")
+    even.branch(is_internal, _sum_cell(w_even), invokes=[InvokeOp(odd, {"h": "kids"})], name="node")
+    odd.branch(is_leaf, _leaf_cell(-0.2), fields={"word": "word"}, name="leaf")
+    odd.branch(is_internal, _sum_cell(w_odd), invokes=[InvokeOp(even, {"h": "kids"})], name="node")
+    trees = [random_tree(int(rng.integers(1, 60)), 3, rng) for _ in range(12)]
+    forest = Forest.from_trees(trees)
+    word = np.arange(forest.n, dtype=np.int64) % 7
+    with OrtRunner(2) as runner:
+        res = Executor(even, runner).run(forest, {"word": word})
+    # reference: depth parity decides the SubGraph; walk each tree root-down with an explicit stack
+    for t, tree in enumerate(trees):
+        off = int(forest.offsets[t])
+        parity = {tree.root: 0}
+        order = [tree.root]
+        i = 0
+        while i < len(order):
+            for c in tree.children(order[i]).tolist():
+                parity[c] = 1 - parity[order[i]]
+                order.append(c)
+            i += 1
+        h: dict[int, np.ndarray] = {}
+        for j in range(len(tree)):  # post-order
+            kids = tree.children(j).tolist()
+            p = parity[j]
+            if not kids:
+                h[j] = np.tanh(word[off + j] * (0.1 if p == 0 else -0.2) * np.ones(H))
+            else:
+                h[j] = np.tanh(sum(h[c] for c in kids) @ (w_even if p == 0 else w_odd))
+            got = res.nodes("h", "even" if p == 0 else "odd")[off + j]
+            np.testing.assert_allclose(got, h[j], atol=1e-5)
+    # every node is invoked by exactly one SubGraph here
+    assert ((res.pos["even"] >= 0) ^ (res.pos["odd"] >= 0)).all()
+
+
+def test_one_call_per_wave_across_trees() -> None:
+    rng = np.random.default_rng(1)
+    vocab = [f"w{i}" for i in range(50)]
+    trees = [sst_like_tree(rng, vocab) for _ in range(200)]
+    model = ChildSumTreeLSTM.random(vocab, input_dim=6, hidden=5, runtime=OrtRunner(1))
+    ex = Executor(model.build_subgraph(), model.executor.runner, shards=1, max_rows=10**9)
+    forest = Forest.from_trees(trees)
+    plan = ex.plan(forest, model.fields(forest))
+    assert len(plan.groups) == plan.waves == int(forest.height.max()) + 1  # siblings AND trees batched
+    words = model.fields(forest)["word"]
+    n_leaf_rows = len(np.unique(words[words >= 0]))  # a repeated word is one leaf invocation
+    assert sum(g.stop - g.start for g in plan.groups) == int((forest.arity > 0).sum()) + n_leaf_rows
+    two = Executor(ex.entry, ex.runner, shards=2, max_rows=10**9).plan(forest, model.fields(forest))
+    by_wave: dict[int, list] = {}
+    for g in two.groups:
+        by_wave.setdefault(g.wave, []).append(g)
+    for gs in by_wave.values():  # groups of one wave never wait on each other
+        ids = {g.id for g in gs}
+        assert all(not ids.intersection(g.deps) for g in gs)
+    model.executor.runner.close()
+
+
+def test_memoized_leaves_equal_unmemoized() -> None:
+    rng = np.random.default_rng(5)
+    vocab = [f"w{i}" for i in range(20)]
+    trees = [sst_like_tree(rng, vocab) for _ in range(50)]
+    with OrtRunner(1) as runner:
+        model = ChildSumTreeLSTM.random(vocab, input_dim=6, hidden=5, runtime=runner)
+        memo = model.run(trees)
+        model.executor.memoize = False
+        plain = model.run(trees)
+    assert memo.stats.invocations < plain.stats.invocations == plain.stats.nodes
+    np.testing.assert_array_equal(memo.nodes("h"), plain.nodes("h"))
+    np.testing.assert_array_equal(memo.nodes("c"), plain.nodes("c"))
+
+
+class ConcurrencyRecorderDouble:
+    """Test double around a real runner: records how many cell calls overlap in time."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.parallelism = inner.parallelism
+        self.active = 0
+        self.peak = 0
+        self.lock = threading.Lock()
+
+    def load_cell(self, name: str, model: bytes) -> CellHandle:
+        h = self.inner.load_cell(name, model)
+
+        def submit(inputs):
+            with self.lock:
+                self.active += 1
+                self.peak = max(self.peak, self.active)
+            fut = h.submit(inputs)
+
+            def done(_):
+                with self.lock:
+                    self.active -= 1
+
+            fut.add_done_callback(done)
+            return fut
+
+        return CellHandle(name, submit, h.unwrap, h.call)
+
+
+def test_independent_groups_run_at_the_same_time() -> None:
+    rng = np.random.default_rng(2)
+    vocab = [f"w{i}" for i in range(50)]
+    trees = [sst_like_tree(rng, vocab) for _ in range(300)]
+    with OrtRunner(2) as runner:
+        double = ConcurrencyRecorderDouble(runner)
+        model = ChildSumTreeLSTM.random(vocab, input_dim=32, hidden=32, runtime=double)
+        model.encode(trees)
+    assert double.peak >= 2
+
+
+def test_runtime_spreads_groups_over_both_cpu_workers() -> None:
+    rng = np.random.default_rng(3)
+    vocab = [f"w{i}" for i in range(50)]
+    trees = [sst_like_tree(rng, vocab) for _ in range(400)]
+    with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=2, warmup_runs=1) as rt:
+        model = ChildSumTreeLSTM.random(vocab, input_dim=64, hidden=64, runtime=rt)
+        H1 = model.encode(trees)
+        procs = {p for s in rt.stats().values() for p in s["by_processor"]}
+        assert procs == {"cpu0", "cpu1"}
+        assert all(s["ok"] + s["late"] == s["requests"] for s in rt.stats().values())
+    with OrtRunner(1) as runner:  # same answer on another backend path
+        other = ChildSumTreeLSTM(model.weights, runtime=runner)
+        np.testing.assert_allclose(other.encode(trees), H1, atol=1e-6)
+
+
+def _limited_recursion(fn):
+    """Run fn with a tight recursion limit: a recursive walk over a deep tree would fail."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(400)
+    try:
+        return fn()
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def test_10000_deep_chain() -> None:
+    chain = chain_tree(10_000)
+    with OrtRunner(1) as runner:
+        model = ChildSumTreeLSTM.random(["w0"], input_dim=4, hidden=H, runtime=runner)
+        res = _limited_recursion(lambda: model.run([chain]))
+    assert res.stats.waves == 10_001
+    h, c = ref.child_sum(model, chain)
+    np.testing.assert_allclose(res.nodes("h"), h, atol=1e-5)
+    np.testing.assert_allclose(res.nodes("c"), c, atol=1e-4 * max(1.0, float(np.abs(c).max())))
+
+
+def test_100000_node_tree() -> None:
+    tree = random_tree(100_000, 4, np.random.default_rng(4))
+    with OrtRunner(2) as runner:
+        model = ChildSumTreeLSTM.random([f"w{i}" for i in range(100)], input_dim=4, hidden=H, runtime=runner)
+        res = _limited_recursion(lambda: model.run([tree]))
+    assert res.stats.nodes == 100_000 and res.stats.invocations == 100_000 - (tree.arity == 0).sum() + 100
+    h, _ = ref.child_sum(model, tree)
+    np.testing.assert_allclose(res.nodes("h"), h, atol=1e-5)
+
+
+def test_no_branch_matches_names_the_node() -> None:
+    sg = SubGraph("leaves_only", outputs=("h",))
+    sg.branch(is_leaf, _leaf_cell(1.0), fields={"word": "word"})
+    tree = parse_ptb("(1 (1 a) (1 b))")
+    forest = Forest.from_trees([tree])
+    with OrtRunner(1) as runner, pytest.raises(InputError, match="no branch matches node 2 of tree 0"):
+        Executor(sg, runner).run(forest, {"word": np.zeros(3, np.int64)})
+
+
+def test_missing_field_and_bad_definitions() -> None:
+    sg = SubGraph("s", outputs=("h",))
+    sg.branch(is_leaf, _leaf_cell(1.0), fields={"word": "word"})
+    forest = Forest.from_trees([parse_ptb("(1 a)")])
+    with OrtRunner(1) as runner, pytest.raises(ConfigError, match=r"needs node fields \['word'\]"):
+        Executor(sg, runner).run(forest, {})
+    with pytest.raises(ConfigError, match="must be ONNX model bytes"):
+        sg.branch(is_internal, "cell.onnx")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"asks for \['c'\]"):
+        sg.branch(is_internal, _sum_cell(np.eye(H)), invokes=[InvokeOp(sg, {"c": "kids"})])
+
+
+class FailingRunnerDouble:
+    """Test double: every cell call fails the way a backend error would."""
+
+    parallelism = 1
+
+    def load_cell(self, name: str, model: bytes) -> CellHandle:
+        def submit(inputs):
+            fut: Future = Future()
+            fut.set_exception(RuntimeError("backend exploded"))
+            return fut
+
+        def call(inputs):
+            raise RuntimeError("backend exploded")
+
+        return CellHandle(name, submit, lambda r: r, call)
+
+
+def test_cell_failure_names_the_subgraph() -> None:
+    model = ChildSumTreeLSTM.random(["a"], input_dim=4, hidden=4, runtime=FailingRunnerDouble())
+    with pytest.raises(InferenceError, match=r"SubGraph 'child_sum_tree_lstm' branch 'leaf'.*backend exploded"):
+        model.encode([parse_ptb("(1 (1 a) (1 a))")])

@@ -1,0 +1,126 @@
+"""Every tree model equals its plain per-node numpy reference (float64) to <= 1e-5.
+
+On SST test trees (binary, with out-of-vocabulary words) and on random n-ary
+trees, through a real edgert.Runtime (ONNX Runtime CPU) and through OrtRunner.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import edgert
+from recursion import Forest, OrtRunner, read_ptb
+from recursion.models import RNTN, BinaryTreeLSTM, ChildSumTreeLSTM, TreeRNN
+from recursion.synth import random_tree
+from scheduler.errors import ConfigError, InputError, ModelLoadError
+from tests.recursion import reference as ref
+
+SST = Path(__file__).resolve().parents[3] / "shared" / "data" / "sst"
+TOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def rt():
+    with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=2, warmup_runs=1) as runtime:
+        yield runtime
+
+
+@pytest.fixture(scope="module")
+def ort_runner():
+    with OrtRunner(2) as runner:
+        yield runner
+
+
+@pytest.fixture(scope="module")
+def sst_trees():
+    if not (SST / "test.txt").exists():
+        pytest.skip("needs ../shared/data/sst")
+    with open(SST / "test.txt") as f:
+        return read_ptb([next(f) for _ in range(60)])
+
+
+def _vocab(trees):
+    words = sorted({w for t in trees for w in t.leaves()})
+    return words[: int(len(words) * 0.9)]  # ~10% of words are out of vocabulary
+
+
+def _max_err(model, trees, reference) -> float:
+    res = model.run(trees)
+    err = 0.0
+    for t, tree in enumerate(trees):
+        want = reference(model, tree)
+        want = want if isinstance(want, tuple) else (want,)
+        a, b = res.forest.offsets[t], res.forest.offsets[t + 1]
+        for name, w in zip(("h", "c"), want):
+            err = max(err, float(np.abs(res.nodes(name)[a:b] - w).max()))
+    np.testing.assert_array_equal(model.encode(trees), res.roots("h"))
+    return err
+
+
+CASES = [
+    (ChildSumTreeLSTM, ref.child_sum, {}),
+    (BinaryTreeLSTM, ref.nary_lstm, {}),
+    (TreeRNN, ref.tree_rnn, {}),
+    (RNTN, ref.rntn, {"hidden": 8}),
+]
+
+
+@pytest.mark.parametrize(("cls", "reference", "kw"), CASES, ids=[c[0].__name__ for c in CASES])
+def test_sst_trees_match_reference_through_runtime(rt, sst_trees, cls, reference, kw) -> None:
+    model = cls.random(_vocab(sst_trees), input_dim=24, hidden=kw.get("hidden", 20), seed=1, runtime=rt)
+    assert _max_err(model, sst_trees, reference) <= TOL
+
+
+@pytest.mark.parametrize(("cls", "reference", "kw"), CASES, ids=[c[0].__name__ for c in CASES])
+def test_nary_trees_match_reference(ort_runner, cls, reference, kw) -> None:
+    rng = np.random.default_rng(7)
+    vocab = [f"w{i}" for i in range(100)]
+    trees = [random_tree(int(rng.integers(1, 120)), 4, rng, vocab) for _ in range(25)]
+    dims = {} if cls is ChildSumTreeLSTM else {"N": 4}
+    model = cls.random(vocab[:90], input_dim=12, hidden=kw.get("hidden", 16), seed=2, runtime=ort_runner, **dims)
+    assert _max_err(model, trees, reference) <= TOL
+
+
+def test_child_sum_wide_nodes_are_bucketed_exactly(ort_runner) -> None:
+    rng = np.random.default_rng(3)
+    trees = [random_tree(400, 40, rng) for _ in range(3)]  # arities 1..40 -> several buckets a wave
+    model = ChildSumTreeLSTM.random([f"w{i}" for i in range(100)], input_dim=8, hidden=8, runtime=ort_runner)
+    assert _max_err(model, trees, ref.child_sum) <= TOL
+    forest = Forest.from_trees(trees)
+    plan = model.executor.plan(forest, model.fields(forest))
+    ks = {ga.rows.shape[1] for g in plan.groups for ga in g.gathers}
+    assert len(ks) > 2  # grouped by child-count bucket, not padded to the widest node
+
+
+def test_from_npz_keys_and_encode_shape(tmp_path, rt, sst_trees) -> None:
+    src = ChildSumTreeLSTM.random(_vocab(sst_trees), input_dim=10, hidden=6, seed=4, runtime=rt)
+    path = tmp_path / "weights.npz"
+    src.save_npz(path)
+    with np.load(path) as z:
+        assert sorted(z.files) == sorted(["vocab", "emb", "W_iou", "U_iou", "b_iou", "W_f", "U_f", "b_f"])
+    model = ChildSumTreeLSTM.from_npz(path, runtime=rt)
+    H = model.encode(sst_trees[:7])
+    assert H.shape == (7, 6) and H.dtype == np.float32
+    np.testing.assert_allclose(H, src.encode(sst_trees[:7]), atol=0)
+
+
+def test_weight_errors_name_the_key(tmp_path) -> None:
+    good = ChildSumTreeLSTM.random(["a", "b"], input_dim=4, hidden=3).weights  # no runtime needed
+    bad = dict(good, U_f=np.zeros((3, 4), np.float32))
+    with pytest.raises(ConfigError, match=r"weight 'U_f' has shape \(3, 4\), expected \(3, 3\)"):
+        ChildSumTreeLSTM(bad)
+    with pytest.raises(ConfigError, match=r"lack \['b_f'\]"):
+        ChildSumTreeLSTM({k: v for k, v in good.items() if k != "b_f"})
+    with pytest.raises(ModelLoadError, match="not found"):
+        ChildSumTreeLSTM.from_npz(tmp_path / "missing.npz")
+
+
+def test_binary_model_rejects_wider_nodes(ort_runner) -> None:
+    from recursion import parse_ptb
+
+    model = BinaryTreeLSTM.random(["a"], input_dim=4, hidden=4, runtime=ort_runner)
+    with pytest.raises(InputError, match="at most 2 children, a node has 3"):
+        model.encode([parse_ptb("(1 (1 a) (1 a) (1 a))")])

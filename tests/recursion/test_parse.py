@@ -1,0 +1,105 @@
+"""parse_ptb: SST and n-ary PTB brackets, round trips, errors with positions, unbounded depth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import recursion
+from recursion import PTBParseError, Tree, parse_ptb, read_ptb
+from recursion.synth import chain_tree
+from scheduler.errors import InputError
+
+SST = Path(__file__).resolve().parents[3] / "shared" / "data" / "sst"
+
+
+def test_sst_line_structure() -> None:
+    t = parse_ptb("(3 (2 It) (4 (4 works) (2 .)))")
+    assert t.leaves() == ["It", "works", "."]
+    assert t.labels == ("2", "4", "2", "4", "3")
+    assert t.label == "3" and t.root == 4
+    assert t.children(4).tolist() == [0, 3] and t.children(3).tolist() == [1, 2]
+    assert t.height.tolist() == [0, 0, 0, 1, 2]
+    assert t.first.tolist() == [0, 1, 2, 1, 0]
+    assert t.int_labels().tolist() == [2, 4, 2, 4, 3]
+
+
+def test_nary_ptb_with_bare_words_and_empty_root_label() -> None:
+    t = parse_ptb("( (S (NP the big cat) (VP (VBD sat)) (. .)))")
+    assert t.leaves() == ["the", "big", "cat", "sat", "."]
+    arity = {t.labels[i]: int(t.arity[i]) for i in range(len(t)) if t.words[i] is None}
+    assert arity == {"NP": 3, "VP": 1, "S": 3, "": 1}
+    assert parse_ptb(t.to_ptb()).to_ptb() == t.to_ptb()
+
+
+@pytest.mark.skipif(not (SST / "test.txt").exists(), reason="needs ../shared/data/sst")
+def test_sst_test_set_round_trips() -> None:
+    lines = (SST / "test.txt").read_text().splitlines()
+    trees = read_ptb(lines)
+    assert len(trees) == 2210
+    assert all(t.to_ptb() == line.strip() for t, line in zip(trees, lines))
+    assert max(int(t.height.max()) for t in trees) == 28
+    assert all(int(t.arity.max()) == 2 for t in trees if len(t) > 1)
+
+
+@pytest.mark.parametrize(
+    ("text", "reason", "position"),
+    [
+        ("(3 (2 It) (4 works)", "1 unclosed '(' (opened here)", 0),
+        ("(3 (2 It)))", "unbalanced ')'", 10),
+        ("(3 (2 It) ())", "empty constituent '()'", 10),
+        ("word (3 x)", "word 'word' outside any bracket", 0),
+        ("(a b) (c d)", "unexpected text after the tree is complete", 6),
+        ("   ", "no tree found", 3),
+    ],
+)
+def test_parse_errors_name_the_position(text: str, reason: str, position: int) -> None:
+    with pytest.raises(PTBParseError) as info:
+        parse_ptb(text)
+    assert info.value.reason == reason
+    assert info.value.position == position
+    assert f"at position {position}" in str(info.value)
+    assert isinstance(info.value, InputError)
+
+
+def test_error_message_points_at_the_spot() -> None:
+    with pytest.raises(PTBParseError) as info:
+        parse_ptb("(3 (2 It)))")
+    snippet, caret = str(info.value).splitlines()[1:]
+    assert snippet.strip() == "(3 (2 It)))"
+    assert caret.index("^") == snippet.index("(") + 10
+
+
+def test_read_ptb_names_the_line() -> None:
+    with pytest.raises(PTBParseError, match=r"^line 2: unbalanced"):
+        read_ptb(["(1 a)", "(1 a))"])
+
+
+def test_deep_chain_parses_without_recursion() -> None:
+    text = "(1 " * 10_000 + "(0 w)" + " (0 x))" * 10_000
+    t = parse_ptb(text)
+    assert len(t) == 20_001 and int(t.height.max()) == 10_000
+    chain = chain_tree(10_000)
+    assert len(parse_ptb(chain.to_ptb())) == len(chain)
+
+
+def test_from_children_checks_post_order() -> None:
+    t = Tree.from_children([[], [], [0, 1]])
+    assert t.height.tolist() == [0, 0, 1]
+    with pytest.raises(InputError, match="post-order"):
+        Tree.from_children([[], [], [0], [1, 2]])
+    with pytest.raises(InputError, match="one tree"):
+        Tree.from_children([[], [], [0]])
+
+
+def test_public_exports() -> None:
+    assert {"SubGraph", "InvokeOp", "Executor", "parse_ptb", "Tree"} <= set(recursion.__all__)
+    assert np.array_equal(recursion.parse_ptb("(1 a)").height, [0])
+
+
+def test_non_breaking_space_is_part_of_a_word() -> None:
+    """SST has words such as '8\\xa01\\/2': only ASCII whitespace separates tokens."""
+    t = parse_ptb("(2 (2 like) (2 8\xa01\\/2))")
+    assert t.leaves() == ["like", "8\xa01\\/2"] and "" not in t.labels

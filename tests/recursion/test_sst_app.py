@@ -1,0 +1,44 @@
+"""apps.sst_sentiment end to end on a slice of SST, and the DESIGN §4 example on the default runtime."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import recursion
+from apps import sst_sentiment
+from recursion.models import ChildSumTreeLSTM
+
+SST = Path(__file__).resolve().parents[3] / "shared" / "data" / "sst"
+pytestmark = pytest.mark.skipif(not (SST / "test.txt").exists(), reason="needs ../shared/data/sst")
+
+
+def test_app_runs_and_reports(tmp_path, capsys) -> None:
+    out = tmp_path / "sst.json"
+    code = sst_sentiment.main(["--limit", "40", "--hidden", "12", "--input", "16", "--fit-readout",
+                               "--workers", "2", "--json", str(out), "--examples", "2"])
+    assert code == 0
+    report = json.loads(out.read_text())
+    assert report["sentences"] == 40 and len(report["predictions"]) == 40
+    assert 0.0 <= report["accuracy_5class"] <= 1.0
+    assert set(report["by_processor"]) <= {"cpu0", "cpu1"} and sum(report["by_processor"].values()) > 0
+    assert "accuracy: 5-class" in capsys.readouterr().out
+
+
+def test_app_missing_data_is_a_clear_error(tmp_path, capsys) -> None:
+    assert sst_sentiment.main(["--data", str(tmp_path)]) == 2
+    assert "SST split not found" in capsys.readouterr().err
+
+
+def test_design_example_on_the_default_runtime(tmp_path) -> None:
+    """DESIGN §4: parse_ptb lines, ChildSumTreeLSTM.from_npz, encode -> [len(trees), hidden]."""
+    with open(SST / "test.txt") as f:
+        trees = [recursion.parse_ptb(next(f)) for _ in range(10)]
+    words = sorted({w for t in trees for w in t.leaves()})
+    ChildSumTreeLSTM.random(words, input_dim=8, hidden=6).save_npz(tmp_path / "weights.npz")
+    model = ChildSumTreeLSTM.from_npz(tmp_path / "weights.npz")
+    H = model.encode(trees)
+    assert H.shape == (10, 6) and np.isfinite(H).all()
