@@ -8,7 +8,9 @@
     ├── InferenceError       the backend raised while running a request
     ├── RequestDropped       a sync call's request was dropped (``.reason``)
     ├── OffloadError         the cloud path failed
-    └── TraceError           malformed trace / profile / scenario
+    ├── TraceError           malformed trace / profile / scenario
+    ├── DeployError          (edgert.deploy) a deploy step failed: no device, unauthorized, tool missing
+    └── ParseError           (edgert.deploy) a device tool printed something we cannot read
 
 Foreign exceptions (onnxruntime, LiteRT, MQTT) are translated at the
 delegate boundary and chained with ``from``.

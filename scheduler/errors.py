@@ -12,7 +12,9 @@ every layer raises the same classes; the public home is ``edgert`` (and
     ├── InferenceError          the backend raised while running a request
     ├── RequestDropped          the sync call's request was dropped (``reason`` says why)
     ├── OffloadError            the cloud path failed (broker, timeout, remote error)
-    └── TraceError              malformed trace / profile / scenario input
+    ├── TraceError              malformed trace / profile / scenario input
+    ├── edgert.deploy.DeployError  a deploy step failed (no device, unauthorized, tool missing)
+    └── edgert.deploy.ParseError   a device tool printed something we cannot read
 
 Foreign exceptions (onnxruntime, LiteRT, MQTT) are translated where they
 cross into our code and chained with ``raise ... from exc``.

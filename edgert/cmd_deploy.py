@@ -1,0 +1,85 @@
+"""``edgert deploy android|jetson``: profile models on a target device and write a device profile.
+
+Wired into ``edgert/cli.py`` with ``register(sub)``. The flags of DESIGN.md §5
+are binding; the extra ones (``--bundle``, ``--trtexec``, ``--wheel``,
+``--venv``, ``--service``) are optional and documented in docs/deploy.md.
+Errors print one line on stderr and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from scheduler.errors import EdgeRTError
+
+
+def register(subparsers: Any) -> None:
+    """Add ``deploy android`` and ``deploy jetson`` to the main parser's subparsers."""
+    p = subparsers.add_parser("deploy", help="profile models on an Android device or a Jetson, write a device profile",
+                              description="Profile models on a target device and write a device profile (DESIGN §6).")
+    p.set_defaults(func=_missing_target, _deploy_parser=p)
+    targets = p.add_subparsers(dest="target", metavar="{android,jetson}")
+
+    a = targets.add_parser("android", help="adb + TensorFlow Lite benchmark_model on every processor path",
+                           description="Check the device over adb, push benchmark_model and the models to "
+                                       "/data/local/tmp/edgert/, run it once per processor path (CPU/XNNPACK, GPU, "
+                                       "NNAPI, Hexagon/QNN when present) and write a device profile.")
+    a.add_argument("--serial", required=True, help="the device serial, as `adb devices` lists it")
+    a.add_argument("--benchmark-binary", required=True, metavar="PATH",
+                   help="TensorFlow Lite's benchmark_model for the device's ABI; libhexagon_*.so / libQnn*.so beside "
+                        "it are pushed too")
+    a.add_argument("--models", nargs="+", required=True, metavar="M.tflite", help=".tflite models to profile")
+    a.add_argument("-o", "--output", required=True, metavar="profile.json", help="device profile to write")
+    a.add_argument("--dry-run", action="store_true", help="print every command, run none, write nothing")
+    a.add_argument("--bundle", metavar="PATH", help="also push this file or directory to /data/local/tmp/edgert/bundle/")
+    a.set_defaults(func=run)
+
+    j = targets.add_parser("jetson", help="ssh/scp + trtexec on the GPU and DLA cores",
+                           description="Read the L4T release over ssh, copy a bundle (wheel, models, config) to "
+                                       "~/edgert, profile each model with trtexec on the GPU and DLA cores 0/1 and "
+                                       "write a device profile.")
+    j.add_argument("--host", required=True, metavar="user@host", help="ssh destination (key authentication)")
+    j.add_argument("--models", nargs="+", required=True, metavar="M.onnx", help=".onnx models to profile")
+    j.add_argument("-o", "--output", required=True, metavar="profile.json", help="device profile to write")
+    j.add_argument("--dry-run", action="store_true", help="print every command, run none, write nothing")
+    j.add_argument("--trtexec", default=None, metavar="PATH",
+                   help="trtexec on the Jetson (default /usr/src/tensorrt/bin/trtexec)")
+    j.add_argument("--wheel", metavar="PATH", help="edgert wheel to ship (default: build one from this source tree)")
+    j.add_argument("--venv", action="store_true", help="create ~/edgert/venv on the Jetson and install the wheel")
+    j.add_argument("--service", metavar="CMD",
+                   help="install and start a systemd unit running CMD from the venv (implies --venv; needs sudo -n)")
+    j.set_defaults(func=run)
+
+
+def _missing_target(args: argparse.Namespace) -> int:
+    print("edgert deploy: say where: `edgert deploy android ...` or `edgert deploy jetson ...`", file=sys.stderr)
+    return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``deploy android`` or ``deploy jetson``; 0 when a profile was written (or planned), 2 on error."""
+    from edgert.deploy.android import deploy_android
+    from edgert.deploy.jetson import DEFAULT_TRTEXEC, deploy_jetson
+
+    try:
+        if args.target == "android":
+            result = deploy_android(args.serial, args.benchmark_binary, args.models, args.output,
+                                    dry_run=args.dry_run, bundle=args.bundle)
+        else:
+            result = deploy_jetson(args.host, args.models, args.output, dry_run=args.dry_run,
+                                   trtexec=args.trtexec or DEFAULT_TRTEXEC, wheel=args.wheel,
+                                   venv=args.venv, service=args.service)
+    except EdgeRTError as exc:
+        print(f"edgert deploy {args.target}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"edgert deploy {args.target}: interrupted", file=sys.stderr)
+        return 130
+    if args.dry_run:
+        print(f"dry run: {len(result.commands)} command(s) printed, none run, nothing written")
+        return 0
+    print(result.collected.summary())
+    print(f"wrote {result.output}")
+    return 0

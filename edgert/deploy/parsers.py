@@ -1,0 +1,250 @@
+"""Parsers for the real output of the device tools edgert drives.
+
+* TensorFlow Lite's ``benchmark_model`` (tensorflow/lite/tools/benchmark):
+  the summary line its ``BenchmarkLoggingListener::OnBenchmarkEnd`` logs::
+
+      INFO: Inference timings in us: Init: 119515, First inference: 87112, Warmup (avg): 58147.4, Inference (avg): 63743.2
+
+  (older builds: ``Average inference timings in us: Warmup: 83235, Init: 38467,
+  Inference: 79760.9``), the per-run statistics line
+  ``count=50 first=.. curr=.. min=.. max=.. avg=.. std=.. [p5=.. median=.. p95=..]``,
+  and the delegate lines of ``benchmark_tflite_model.cc``
+  (``Explicitly applied GPU delegate, and the model graph will be completely
+  executed by the delegate.``, ``GPU acceleration is unsupported on this platform.``,
+  ``Could not create Hexagon delegate: ...``). Averages are C++ doubles printed
+  with six significant digits, so ``1.23457e+06`` is accepted.
+* NVIDIA's ``trtexec``: ``GPU Compute Time: min = 0.80 ms, max = 4.93 ms,
+  mean = 0.82 ms, median = 0.81 ms, percentile(90%) = 0.81 ms, ...`` and the
+  ``&&&& RUNNING|PASSED|FAILED TensorRT.trtexec [TensorRT v8502]`` banner.
+* ``adb shell getprop`` (``[key]: [value]`` lines) and ``/etc/nv_tegra_release``
+  (``# R35 (release), REVISION: 4.1, GCID: ..., BOARD: t186ref, ...``).
+
+All parsers are pure functions of the text; they raise :class:`ParseError`
+naming the line they looked for when it is absent.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from scheduler.errors import EdgeRTError
+
+_NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+
+
+class ParseError(EdgeRTError, ValueError):
+    """A tool's output lacks the line edgert needs (the message names it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BenchmarkModelTimings:
+    """``benchmark_model``'s summary, converted to milliseconds.
+
+    ``inference_avg_ms`` is the number a profile records (the mean of the
+    timed runs). ``runs``, ``std_ms``, ``min_ms``, ``max_ms``, ``median_ms``
+    and ``p95_ms`` come from the last ``count=`` line when present.
+    """
+
+    init_ms: float
+    first_inference_ms: float | None
+    warmup_avg_ms: float | None
+    inference_avg_ms: float
+    runs: int | None = None
+    min_ms: float | None = None
+    max_ms: float | None = None
+    std_ms: float | None = None
+    median_ms: float | None = None
+    p95_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DelegateStatus:
+    """Whether ``benchmark_model`` applied a delegate: ``applied``, how (``coverage``), and why not."""
+
+    name: str
+    applied: bool
+    coverage: str  # "completely", "partially (N delegate kernels)", or "not applied"
+    reason: str = ""
+
+
+_SUMMARY_NEW = re.compile(
+    rf"Inference timings in us:\s*Init:\s*(?P<init>{_NUM}),\s*First inference:\s*(?P<first>{_NUM}),"
+    rf"\s*Warmup \(avg\):\s*(?P<warm>{_NUM}),\s*Inference \(avg\):\s*(?P<inf>{_NUM})"
+)
+_SUMMARY_OLD = re.compile(
+    rf"Average inference timings in us:\s*Warmup:\s*(?P<warm>{_NUM}),\s*Init:\s*(?P<init>{_NUM}),"
+    rf"\s*(?:Inference|no stats):\s*(?P<inf>{_NUM})"
+)
+_COUNT = re.compile(rf"count=(?P<count>\d+)(?P<rest>(?:\s+\w+={_NUM})*)")
+_KV = re.compile(rf"(\w+)=({_NUM})")
+
+
+def parse_benchmark_model(text: str) -> BenchmarkModelTimings:
+    """Parse ``benchmark_model`` stdout/stderr into milliseconds.
+
+    Raises:
+        ParseError: no ``Inference timings in us:`` line (the run failed or
+            was cut short); the message quotes the last ERROR line if any.
+    """
+    m = None
+    for m in _SUMMARY_NEW.finditer(text):
+        pass
+    if m is not None:
+        first: float | None = float(m["first"]) / 1e3
+        warm: float | None = float(m["warm"]) / 1e3
+    else:
+        for m in _SUMMARY_OLD.finditer(text):
+            pass
+        if m is None:
+            raise ParseError(
+                "benchmark_model printed no 'Inference timings in us: ...' line"
+                + _last_error_hint(text, ("ERROR", "Error", "error", "Failed", "failed"))
+            )
+        first, warm = None, float(m["warm"]) / 1e3
+    init_ms, inf_ms = float(m["init"]) / 1e3, float(m["inf"]) / 1e3
+    stats = _last_count_line(text[: m.start()])
+    us = lambda k: float(stats[k]) / 1e3 if k in stats else None
+    return BenchmarkModelTimings(
+        init_ms=init_ms,
+        first_inference_ms=first,
+        warmup_avg_ms=warm,
+        inference_avg_ms=inf_ms,
+        runs=int(stats["count"]) if "count" in stats else None,
+        min_ms=us("min"),
+        max_ms=us("max"),
+        std_ms=us("std"),
+        median_ms=us("median"),
+        p95_ms=us("p95"),
+    )
+
+
+def _last_count_line(text: str) -> dict[str, str]:
+    last: dict[str, str] = {}
+    for m in _COUNT.finditer(text):
+        last = {"count": m["count"], **dict(_KV.findall(m["rest"]))}
+    return last
+
+
+def benchmark_delegate_status(text: str, delegate: str) -> DelegateStatus:
+    """Did ``benchmark_model`` apply ``delegate`` (``GPU``, ``NNAPI``, ``Hexagon``, ``EXTERNAL``, ``XNNPACK``)?
+
+    A delegate that cannot be created makes the tool fall back to the CPU and
+    still print timings, so a path's number is only the delegate's when this
+    says ``applied``.
+    """
+    d = re.escape(delegate)
+    m = re.search(rf"Explicitly applied {d} delegate, and the model graph will be (completely|partially)"
+                  rf"(?: executed by the delegate w/ (\d+) delegate kernels)?", text)
+    if m:
+        coverage = "completely" if m[1] == "completely" else f"partially ({m[2] or '?'} delegate kernels)"
+        return DelegateStatus(delegate, True, coverage)
+    patterns = [
+        rf"Though {d} delegate is explicitly applied, the model graph will not be executed by the delegate",
+        rf"{d} acceleration is unsupported on this platform",
+        rf"Could not create {d} delegate[^\n]*",
+        rf"Failed to (?:apply|create) (?:the )?{d} delegate[^\n]*",
+        rf"{d} delegate[^\n]*(?:failed|not supported|unsupported)[^\n]*",
+    ]
+    for pat in patterns:
+        m = re.search(pat, text, flags=re.IGNORECASE)
+        if m:
+            return DelegateStatus(delegate, False, "not applied", m[0].strip().rstrip("."))
+    return DelegateStatus(delegate, False, "not applied",
+                          f"benchmark_model did not report applying the {delegate} delegate")
+
+
+def _last_error_hint(text: str, markers: tuple[str, ...]) -> str:
+    """The last line holding the first marker found (markers in priority order), else the last line."""
+    lines = text.strip().splitlines()
+    for k in markers:
+        for line in reversed(lines):
+            if k in line:
+                return f"; last error: {line.strip()}"
+    tail = text.strip().splitlines()[-1:] if text.strip() else []
+    return f"; last line: {tail[0].strip()}" if tail else "; the output was empty"
+
+
+@dataclass(frozen=True, slots=True)
+class TrtexecTimings:
+    """``trtexec``'s ``GPU Compute Time`` statistics, in ms (percentiles when printed)."""
+
+    min_ms: float
+    max_ms: float
+    mean_ms: float
+    median_ms: float
+    percentiles_ms: dict[float, float]
+    tensorrt_version: str | None = None
+
+    @property
+    def p90_ms(self) -> float | None:
+        """The 90th percentile (ms) when trtexec printed it (TensorRT ≥ 8.2)."""
+        return self.percentiles_ms.get(90.0)
+
+
+_TRT_GPU = re.compile(
+    rf"GPU Compute Time:\s*min = (?P<min>{_NUM}) ms,\s*max = (?P<max>{_NUM}) ms,\s*mean = (?P<mean>{_NUM}) ms,"
+    rf"\s*median = (?P<median>{_NUM}) ms(?P<rest>[^\n]*)"
+)
+_TRT_PCT = re.compile(rf"percentile\((?P<p>{_NUM})%\) = (?P<v>{_NUM}) ms")
+_TRT_BANNER = re.compile(r"&&&& (?:RUNNING|PASSED|FAILED) TensorRT\.trtexec \[TensorRT (v[\w.]+)\]")
+
+
+def parse_trtexec(text: str) -> TrtexecTimings:
+    """Parse the ``GPU Compute Time: ...`` line of ``trtexec`` output (ms).
+
+    Raises:
+        ParseError: no such line (engine build failed, DLA core missing, ...);
+            the message quotes trtexec's last ``[E]`` line.
+    """
+    m = None
+    for m in _TRT_GPU.finditer(text):
+        pass
+    if m is None:
+        first_error = next((ln.split("[E]", 1)[1].strip() for ln in text.splitlines() if "[E]" in ln), None)
+        if first_error:  # trtexec logs a cascade of [E] lines; the first one is the cause
+            raise ParseError(f"trtexec printed no 'GPU Compute Time' line; first error: {first_error}")
+        raise ParseError("trtexec printed no 'GPU Compute Time: min = ...' line"
+                         + _last_error_hint(text, ("Error", "error", "FAILED")))
+    pct = {float(p["p"]): float(p["v"]) for p in _TRT_PCT.finditer(m["rest"])}
+    return TrtexecTimings(float(m["min"]), float(m["max"]), float(m["mean"]), float(m["median"]), pct,
+                          trtexec_version(text))
+
+
+def trtexec_version(text: str) -> str | None:
+    """``TensorRT v8502`` from trtexec's ``&&&& RUNNING TensorRT.trtexec [TensorRT v8502]`` banner, or None."""
+    m = _TRT_BANNER.search(text)
+    return f"TensorRT {m[1]}" if m else None
+
+
+def parse_getprop(text: str) -> dict[str, str]:
+    """``adb shell getprop`` output (``[ro.product.model]: [Pixel 7]`` lines) as a dict."""
+    return dict(re.findall(r"^\[([^\]]+)\]:\s*\[(.*)\]\s*$", text, flags=re.MULTILINE))
+
+
+@dataclass(frozen=True, slots=True)
+class L4TRelease:
+    """A Jetson's Linux for Tegra release from ``/etc/nv_tegra_release``: e.g. ``R35.4.1``."""
+
+    release: str  # "R35"
+    revision: str  # "4.1"
+    board: str | None
+    raw: str
+
+    @property
+    def version(self) -> str:
+        """``R35.4.1`` style version."""
+        return f"{self.release}.{self.revision}"
+
+
+def parse_nv_tegra_release(text: str) -> L4TRelease:
+    """Parse ``# R35 (release), REVISION: 4.1, GCID: ..., BOARD: t186ref, EABI: aarch64, DATE: ...``.
+
+    Raises:
+        ParseError: the text is not an L4T release line.
+    """
+    m = re.search(r"#\s*(R\d+)\s*\(release\),\s*REVISION:\s*([\w.]+)(?P<rest>[^\n]*)", text)
+    if m is None:
+        raise ParseError(f"not an L4T release line (expected '# R35 (release), REVISION: 4.1, ...'): {text.strip()[:80]!r}")
+    b = re.search(r"BOARD:\s*([\w.-]+)", m["rest"])
+    return L4TRelease(m[1], m[2], b[1] if b else None, m[0].strip())

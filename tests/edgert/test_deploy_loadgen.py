@@ -1,0 +1,98 @@
+"""``edgert bench loadgen``: MLPerf LoadGen (mlcommons-loadgen) against edgert's futures API and the backend.
+
+Real LoadGen, real runtime, real LiteRT / ONNX Runtime, generated models. Needs
+``pip install mlcommons-loadgen``; skipped without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+lg = pytest.importorskip("mlperf_loadgen", reason="needs mlcommons-loadgen (pip install mlcommons-loadgen)")
+
+import edgert
+from edgert import cmd_bench, genmodels
+from edgert.loadgen_sut import DirectSUT, EdgertSUT, LoadGenSettings, Samples, direct_specs, parse_summary, run_loadgen
+
+SUMMARY = """\
+================================================
+MLPerf Results Summary
+================================================
+SUT name : PySUT
+Scenario : SingleStream
+Mode     : PerformanceOnly
+90.0th percentile latency (ns) : 9766194
+Result is : VALID
+  Min duration satisfied : Yes
+================================================
+Additional Stats
+================================================
+QPS w/o loadgen overhead        : 205.81
+50.00 percentile latency (ns)   : 2989361
+90.00 percentile latency (ns)   : 9766194
+"""
+
+
+def cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="edgert")
+    cmd_bench.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_parse_summary() -> None:
+    f = parse_summary(SUMMARY)
+    assert f["Result is"] == "VALID" and f["Scenario"] == "SingleStream"
+    assert f["90.00 percentile latency (ns)"] == "9766194" and f["QPS w/o loadgen overhead"] == "205.81"
+
+
+@pytest.mark.parametrize("fmt", ["tflite", "onnx"])
+def test_single_stream_edgert_and_direct_complete_every_sample(tmp_path: Path, fmt: str) -> None:
+    path = genmodels.save("mlp", tmp_path, formats=[fmt])[fmt]
+    samples = Samples(direct_specs(path), count=16)
+    settings = LoadGenSettings("SingleStream", duration_ms=300, min_queries=50, expected_latency_ms=0.005)  # low: LoadGen pre-generates enough queries
+    sut = DirectSUT(path, samples, lg, sessions=1, inline=True)
+    direct = run_loadgen(sut, samples, settings)
+    sut.close()
+    delegate = {"tflite": "litert-xnnpack", "onnx": "ort-cpu"}[fmt]
+    with edgert.Runtime(delegates=[delegate], cpu_workers=1) as rt:
+        model = rt.load(path, name="mlp")
+        ours = run_loadgen(EdgertSUT(model, samples, lg), samples, settings)
+        assert rt.stats()["mlp"]["ok"] == ours.status["ok"]
+    for rep in (direct, ours):
+        assert rep.valid, rep.summary
+        assert set(rep.status) == {"ok"} and rep.status["ok"] >= 50
+        assert 0 < rep.latency_ms("50.00") <= rep.latency_ms("90.00")
+
+
+@pytest.mark.parametrize("scenario", ["MultiStream", "Server", "Offline"])
+def test_other_scenarios_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture, scenario: str) -> None:
+    out_json = tmp_path / "r.json"
+    assert cli(["bench", "loadgen", "--scenario", scenario, "--model", "mlp", "--compare", "--duration-s", "0.5",
+                "--min-queries", "20", "--target-qps", "500", "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert f"[direct] {scenario}: VALID" in out or f"[direct] {scenario}: INVALID" in out
+    assert "edgert/direct" in out
+    import json
+    reports = json.loads(out_json.read_text())
+    assert [r["sut"] for r in reports] == ["direct", "edgert"]
+    assert all(set(r["status"]) == {"ok"} for r in reports)
+
+
+def test_cli_prints_loadgen_summary(capsys: pytest.CaptureFixture) -> None:
+    assert cli(["bench", "loadgen", "--scenario", "SingleStream", "--model", "tiny", "--duration-s", "0.3",
+                "--min-queries", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "MLPerf Results Summary" in out and "Result is : VALID" in out
+    assert "[edgert] SingleStream: VALID" in out
+
+
+def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture) -> None:
+    assert cli(["bench", "loadgen", "--scenario", "SingleStream", "--model", "cnnn"]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'cnn'" in err and len(err.strip().splitlines()) == 1
+    assert cli(["bench", "loadgen", "--scenario", "Server", "--model", "missing.onnx"]) == 2
+    assert "model 'missing.onnx' not found" in capsys.readouterr().err
