@@ -14,7 +14,22 @@ DEFAULT_POLICY = "edgert"
 # name -> "module:Class"; Band's baselines keep Band's names.
 _POLICIES: dict[str, str] = {
     "edgert": "scheduler.policies.edgert:EdgertPolicy",
+    "fixed_worker": "scheduler.policies.fixed_worker:FixedWorkerPolicy",
+    "round_robin": "scheduler.policies.round_robin:RoundRobinPolicy",
+    "shortest_expected_latency": "scheduler.policies.shortest_expected_latency:ShortestExpectedLatencyPolicy",
+    "heterogeneous_earliest_finish_time":
+        "scheduler.policies.heterogeneous_earliest_finish_time:HeterogeneousEarliestFinishTimePolicy",
+    "least_slack_time_first": "scheduler.policies.least_slack_time_first:LeastSlackTimeFirstPolicy",
 }
+
+#: Band's five baselines, in the order Band's paper and tables list them.
+BAND_POLICIES: tuple[str, ...] = (
+    "fixed_worker",
+    "round_robin",
+    "shortest_expected_latency",
+    "heterogeneous_earliest_finish_time",
+    "least_slack_time_first",
+)
 
 
 def register(name: str, target: str) -> None:

@@ -1,11 +1,46 @@
-"""edgert's default policy: earliest deadline first, placed where it finishes earliest.
+"""edgert's default policy: deadline order, idle-first / earliest-finish placement, cloud on overflow.
 
-Order: pending requests by effective deadline (``deadline_ms - downstream_ms``,
-so a cascade's first stage leaves time for the stages after it), then
-arrival. Placement: the processor with the earliest expected finish
-(``ready_at + expected latency``); a request is dispatched only when that
-processor is idle, otherwise it stays pending and keeps its claim, so queues
-never build up behind a slow job and every decision sees fresh state.
+XR work is periodic streams with frame deadlines and cascades, on a device
+whose processors run one invocation at a time. One decision:
+
+1. **Order** pending requests by *effective deadline*
+   ``deadline_ms - downstream_ms`` (earliest first): a
+   cascade's first stage must leave its later stages time to run (EDF with
+   cascade-aware deadlines); ties keep the snapshot's (arrival) order.
+2. **Place** each request, in that order, counting the time that more urgent
+   requests of this decision already claimed:
+
+   * on a local processor that is free now and finishes it by its effective
+     deadline with ``margin`` headroom (the earliest such finish); this keeps
+     the fastest processors for work that needs them, as Band's idle-worker
+     policies do, instead of queueing behind them;
+   * else on the local processor where it finishes first, if that makes the
+     effective deadline with headroom: it stays pending there with a claim
+     (*late dispatch*: no queue builds up behind a slow job, and a more
+     urgent arrival can still go first at the next decision);
+   * the **cloud** only when no local processor is expected to make the
+     effective deadline, or when the request has waited locally until its
+     last safe moment for the cloud (the expected cloud finish plus
+     ``cloud_margin`` of the cloud latency is within ``guard_ms`` of the
+     effective deadline) and still cannot start locally. The cloud counts as
+     *safe* only with that headroom, because a round trip over the network
+     varies far more than a local run. With no state between decisions, work
+     returns to local processors as soon as they keep up again.
+   * if neither makes the effective deadline but one makes the frame deadline,
+     the earliest finish (the request itself counts, its cascade may not).
+3. **Supersede** (``supersede=True``): when a request cannot be placed in
+   time and an older unstarted frame of its stream holds a slot, the newer
+   frame takes that slot (same model, same processor, later deadline) and the
+   older one is dropped as superseded: a stale hand pose is worth less than
+   a fresh one, and when both fit both run.
+4. **Drop early**: a request that cannot finish by its own deadline on any
+   processor even with that processor to itself is dropped now, with the
+   expected finish in the reason, so it does not take time from work that can
+   still make it. One that could make it but for more urgent claims stays
+   pending.
+
+Pure: a function of the snapshot and ``now_ms`` (ms); no clock, no I/O, no
+state carried between calls.
 """
 
 from __future__ import annotations
@@ -14,44 +49,151 @@ from typing import ClassVar
 
 from scheduler.types import Assignment, RequestView, SchedulerView
 
+_INF = float("inf")
+
 
 class EdgertPolicy:
-    """EDF + earliest-finish placement, dispatching only to idle processors."""
+    """EDF with cascade-aware deadlines, idle-first local placement, late dispatch, cloud on overflow.
+
+    Args:
+        supersede: a newer frame may take an older unstarted frame's slot
+            when both cannot be served (see the module docstring).
+        margin: headroom for a local run, as a fraction of its expected
+            latency (0.2: a 10 ms run must be expected to end 2 ms before the
+            effective deadline to count as making it).
+        cloud_margin: the same for the cloud, as a fraction of its expected
+            latency (network round trips vary more than local runs).
+        guard_ms: how long before the cloud's last safe moment a waiting
+            request is sent there (decisions happen at arrivals and
+            completions, not continuously).
+
+    Raises:
+        ValueError: a negative margin or guard.
+    """
 
     name: ClassVar[str] = "edgert"
 
+    __slots__ = ("cloud_margin", "guard_ms", "margin", "supersede")
+
+    def __init__(self, supersede: bool = True, margin: float = 0.2, cloud_margin: float = 0.4,
+                 guard_ms: float = 5.0) -> None:
+        for label, value in (("margin", margin), ("cloud_margin", cloud_margin), ("guard_ms", guard_ms)):
+            if not value >= 0:
+                raise ValueError(f"{label} must be >= 0, got {value}")
+        self.supersede = supersede
+        self.margin = margin
+        self.cloud_margin = cloud_margin
+        self.guard_ms = guard_ms
+
     def decide(self, view: SchedulerView, now_ms: float) -> list[Assignment]:
-        """See the module docstring; pure in ``view`` and ``now_ms``."""
-        if not view.pending:
+        """Assign what should start now, drop the hopeless, leave the rest pending; see the module doc."""
+        pending = view.pending
+        if not pending:
             return []
         est = view.estimator.expected_ms
-        ready = {p.name: p.ready_at_ms(now_ms) for p in view.processors if p.available}
+        names: list[str] = []
+        ready: list[float] = []
+        cloud: list[bool] = []
+        for p in view.processors:
+            if p.available:
+                names.append(p.name)
+                b = p.busy_until_ms
+                ready.append((b if b > now_ms else now_ms) + p.queued_ms)
+                cloud.append(p.kind == "cloud")
+        base = ready[:]          # without this decision's claims
+        n_proc = len(names)
+        rows: dict[str, list[tuple[int, float]]] = {}
+        k_local = 1.0 + self.margin
+        cm = self.cloud_margin
+        guard = self.guard_ms
+        supersede = self.supersede
+        # stream -> (index in out, or -1 for a claim; processor index; expected finish; request)
+        placed: dict[str, tuple[int, int, float, RequestView]] = {}
         out: list[Assignment] = []
-        for req in sorted(view.pending, key=_urgency):
-            best, best_finish = None, 0.0
-            for p in view.processors:
-                start = ready.get(p.name)
-                if start is None or (req.allowed is not None and p.name not in req.allowed):
-                    continue
-                ms = est(req.model, p.name)
-                if ms is None:
-                    continue
-                finish = start + ms
-                if best is None or finish < best_finish:
-                    best, best_finish = p.name, finish
-            if best is None:
-                if not any(
-                    est(req.model, p.name) is not None
-                    and (req.allowed is None or p.name in req.allowed)
-                    for p in view.processors
-                ):
-                    out.append(Assignment.drop(req.id, f"no processor can run model {req.model!r}"))
+
+        for req in (sorted(pending, key=_urgency) if len(pending) > 1 else pending):
+            model = req.model
+            row = rows.get(model)
+            if row is None:
+                row = rows[model] = [(i, ms) for i in range(n_proc)
+                                     if (ms := est(model, names[i])) is not None]
+            if req.allowed is not None:
+                row = [(i, ms) for i, ms in row if names[i] in req.allowed]
+            if not row:
+                out.append(Assignment.drop(req.id, _unsupported(req)))
                 continue
-            if ready[best] <= now_ms:
-                out.append(Assignment(req.id, best))
-            ready[best] = best_finish  # claimed: later requests see it busy
+            deadline = req.deadline_ms
+            target = deadline - req.downstream_ms
+            # earliest local finish; earliest among local processors free now that make it; earliest cloud
+            li, lf, ii, iff, ci, cf, cms = -1, _INF, -1, _INF, -1, _INF, 0.0
+            for i, ms in row:
+                start = ready[i]
+                f = start + ms
+                if cloud[i]:
+                    if f < cf:
+                        ci, cf, cms = i, f, ms
+                    continue
+                if f < lf:
+                    li, lf = i, f
+                if start <= now_ms and f < iff and start + k_local * ms <= target:
+                    ii, iff = i, f
+            if ii >= 0:                                   # free now and in time: start it
+                pick, finish = ii, iff
+            elif li >= 0 and ready[li] + k_local * (lf - ready[li]) <= target:
+                pick, finish = li, lf                     # in time after a wait: claim
+                if ci >= 0 and target - guard < cf + cm * cms <= target:
+                    pick, finish = ci, cf                 # ... unless the cloud's last safe moment is now
+            elif cf <= target:
+                pick, finish = ci, cf                     # no local processor makes it: cloud
+            elif lf <= deadline or cf <= deadline:
+                pick, finish = (li, lf) if lf <= cf else (ci, cf)   # own deadline, not its cascade's
+            else:
+                if supersede and _take_older_slot(req, placed, out, names, deadline):
+                    continue
+                own = min(base[i] + ms for i, ms in row)
+                if own > deadline:
+                    out.append(Assignment.drop(req.id, _late(own, deadline)))
+                continue   # could make it but for more urgent claims: stays pending, claims nothing
+            start = ready[pick]
+            ready[pick] = finish
+            if start <= now_ms:
+                if supersede:
+                    placed[req.stream or model] = (len(out), pick, finish, req)
+                out.append(Assignment(req.id, names[pick]))
+            elif supersede:
+                placed[req.stream or model] = (-1, pick, finish, req)
         return out
 
 
-def _urgency(r: RequestView) -> tuple[float, float, int]:
-    return (r.deadline_ms - r.downstream_ms, r.arrival_ms, r.id)
+def _take_older_slot(req: RequestView, placed: dict[str, tuple[int, int, float, RequestView]],
+                     out: list[Assignment], names: list[str], deadline: float) -> bool:
+    """Give ``req`` the slot of an older frame of its stream placed in this decision; drop that frame."""
+    key = req.stream or req.model
+    prev = placed.get(key)
+    if prev is None:
+        return False
+    slot, pi, pf, old = prev
+    if not (old.frame < req.frame and old.model == req.model and pf <= deadline
+            and (req.allowed is None or names[pi] in req.allowed)):
+        return False
+    reason = f"superseded by frame {req.frame} of stream {key!r}"
+    if slot >= 0:
+        out[slot] = Assignment(req.id, names[pi])
+    out.append(Assignment.drop(old.id, reason))
+    placed[key] = (slot, pi, pf, req)
+    return True
+
+
+def _urgency(r: RequestView) -> float:
+    """Effective deadline (ms); ``sorted`` is stable, so ties keep the snapshot's arrival order."""
+    return r.deadline_ms - r.downstream_ms
+
+
+def _unsupported(req: RequestView) -> str:
+    where = "" if req.allowed is None else f" among the allowed processors {list(req.allowed)}"
+    return f"no available processor can run model {req.model!r}{where}"
+
+
+def _late(finish_ms: float, deadline_ms: float) -> str:
+    return (f"cannot meet its deadline: earliest expected finish {finish_ms:.2f} ms "
+            f"> deadline {deadline_ms:.2f} ms")

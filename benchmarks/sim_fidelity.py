@@ -1,0 +1,227 @@
+"""Simulator fidelity: a live run of edgert.Runtime on this host vs its replay in the simulator.
+
+1. Live: real MediaPipe models (``edgert models fetch mediapipe``) run by
+   ``edgert.Runtime(trace=...)`` under a policy, fed by periodic XR streams
+   with per-frame deadlines (``rt.frame``) and cascades (``submit(after=...)``):
+
+   ============  ===  =============================================
+   stream        fps  cascade
+   ============  ===  =============================================
+   hand          30   palm_detection_lite -> hand_landmark_lite
+   face          30   face_detection_short_range -> face_landmark
+   segmentation  15   selfie_segmentation
+   ============  ===  =============================================
+
+2. Host profile, from what the runtime measured during the run (its
+   estimator's inputs): ``latency_ms`` = mean service time (start to end) per
+   model and processor kind, pooled over the identical CPU workers, written
+   as ``edgert profile`` does: ``latency_ms`` = p50, ``latency_p90_ms`` = p90
+   (the simulator draws from the log-normal through both). ``--profile-from estimator`` takes ``rt.estimator.as_table()``
+   at the end of the run instead (an EMA with alpha 0.1: it follows the
+   last ~10 runs, so on a shared host it is noisier); ``--profile-from F.json``
+   takes a profile written by ``edgert profile``.
+   The runtime's hand-off delay (submit to start on an idle worker: thread
+   wake-up) is measured as the median of the live waits under 1 ms and
+   given to the simulator as ``dispatch_ms`` (``--dispatch-ms`` overrides).
+3. Replay the runtime's trace (DESIGN.md §6 JSONL, as written) on that
+   profile under the same policy, and print live vs simulated deadline-met %
+   and p50 latency per model. Bars (issue 4): within 3 points and 15 %.
+
+Usage::
+
+    python benchmarks/sim_fidelity.py [--seconds 20] [--scheduler edgert] [--cpu-workers 2] [--out DIR]
+
+Timings on a shared 2-core host are noisy; the live side runs in real time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import edgert  # noqa: E402
+from edgert import zoo  # noqa: E402
+from scheduler.profile import DeviceProfile, ProcessorSpec  # noqa: E402
+from scheduler.sim import SimConfig, run_simulation  # noqa: E402
+from scheduler.timeline import RequestRecord  # noqa: E402
+
+STREAMS: tuple[tuple[str, float, tuple[str, ...]], ...] = (
+    ("hand", 30.0, ("palm_detection_lite", "hand_landmark_lite")),
+    ("face", 30.0, ("face_detection_short_range", "face_landmark")),
+    ("segmentation", 15.0, ("selfie_segmentation",)),
+)
+BAR_POINTS, BAR_P50 = 3.0, 0.15
+
+
+def _inputs(model: edgert.Model, rng: np.random.Generator) -> list[np.ndarray]:
+    out = []
+    for spec in model.inputs:
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in spec.shape]
+        dt = np.dtype(spec.dtype)
+        arr = rng.random(shape).astype(dt) if dt.kind == "f" else rng.integers(0, 255, shape).astype(dt)
+        out.append(arr)
+    return out
+
+
+def live_run(seconds: float, scheduler: str | None, cpu_workers: int | None, trace: Path,
+             models_dir: Path | None, profile_from: str = "records"
+             ) -> tuple[list[RequestRecord], DeviceProfile, list[str]]:
+    """Run the streams live for ``seconds``; return the records, a host profile and the processors."""
+    paths = zoo.mediapipe_paths(models_dir)
+    rng = np.random.default_rng(0)
+    with edgert.Runtime(scheduler=scheduler, trace=trace, cpu_workers=cpu_workers) as rt:
+        models: dict[str, edgert.Model] = {}
+        feeds: dict[str, list[np.ndarray]] = {}
+        for _, _, stages in STREAMS:
+            for name in stages:
+                models[name] = rt.load(str(paths[name]), name=name)
+                feeds[name] = _inputs(models[name], rng)
+
+        def chain(stages: Sequence[str], i: int, parent: Future) -> None:
+            def next_stage(fut: Future) -> None:
+                res = fut.result()
+                if res.status in ("ok", "late"):
+                    f = models[stages[i]].submit(feeds[stages[i]], after=res)
+                    if i + 1 < len(stages):
+                        chain(stages, i + 1, f)
+            parent.add_done_callback(next_stage)
+
+        t0 = time.perf_counter()
+        ticks = sorted((k * 1000.0 / fps, si) for si, (_, fps, _) in enumerate(STREAMS)
+                       for k in range(int(seconds * fps)))
+        for t_ms, si in ticks:
+            delay = t0 + t_ms / 1000.0 - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            _, fps, stages = STREAMS[si]
+            with rt.frame(deadline_ms=1000.0 / fps):
+                fut = models[stages[0]].submit(feeds[stages[0]])
+            if len(stages) > 1:
+                chain(stages, 1, fut)
+        deadline = time.perf_counter() + 30
+        while rt._inflight and time.perf_counter() < deadline:   # let cascades finish before close
+            time.sleep(0.05)
+        records = rt.records()
+        table = rt.estimator.as_table()
+        procs = rt.processors
+        kinds = {w.name: w.kind for w in rt._workers}
+        policy = rt.scheduler
+    processors = [ProcessorSpec(p, kinds[p]) for p in procs]
+    if profile_from == "estimator":
+        prof = DeviceProfile(
+            name="this-host", processors=processors,
+            latency_ms={m: {p: round(v, 4) for p, v in row.items()} for m, row in table.items()},
+            description=f"edgert.Runtime's estimator at the end of a {seconds:.0f} s live run ({policy})",
+            sources={"latency_ms/*": "measured on this host: edgert.Runtime estimator (EMA, alpha 0.1) after the run"})
+    elif profile_from == "records":
+        mean, p90 = _service_tables(records, kinds)
+        prof = DeviceProfile(
+            name="this-host", processors=processors, latency_ms=mean, latency_p90_ms=p90,
+            description=f"service times measured by edgert.Runtime during a {seconds:.0f} s live run ({policy})",
+            sources={"latency_ms/*": "measured on this host: p50 start-to-end time of the live run's requests, "
+                                     "pooled over workers of one kind",
+                     "latency_p90_ms/*": "measured on this host: p90 of the same"})
+    else:
+        prof = DeviceProfile.load(profile_from)
+    return records, prof, procs
+
+
+def _service_tables(records: list[RequestRecord], kinds: dict[str, str]
+                    ) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """p50 and p90 service time (ms) per model and processor, pooled over processors of one kind."""
+    svc: dict[tuple[str, str], list[float]] = {}
+    for r in records:
+        if r.processor and r.status in ("ok", "late"):
+            svc.setdefault((r.model, kinds.get(r.processor, r.processor)), []).append(r.end_ms - r.start_ms)
+    mean: dict[str, dict[str, float]] = {}
+    p90: dict[str, dict[str, float]] = {}
+    for (m, kind), xs in svc.items():
+        for p, k in kinds.items():
+            if k == kind:
+                mean.setdefault(m, {})[p] = round(float(np.median(xs)), 4)
+                p90.setdefault(m, {})[p] = round(float(np.percentile(xs, 90)), 4)
+    return mean, p90
+
+
+def per_model(records: list[RequestRecord]) -> dict[str, tuple[int, float, float, float, float]]:
+    """``{model: (requests, deadline-met %, p50 latency, p50 wait, p50 service)}``, times in ms."""
+    out: dict[str, tuple[int, float, float, float, float]] = {}
+    for m in sorted({r.model for r in records}):
+        rows = [r for r in records if r.model == m]
+        ran = [r for r in rows if r.status in ("ok", "late")]
+        met = 100.0 * sum(r.status == "ok" for r in rows) / len(rows)
+        med = (lambda xs: float(np.median(xs)) if xs else float("nan"))
+        out[m] = (len(rows), met, med([r.end_ms - r.arrival_ms for r in ran]),
+                  med([r.start_ms - r.arrival_ms for r in ran]), med([r.end_ms - r.start_ms for r in ran]))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=20.0, help="live run length (default 20 s)")
+    ap.add_argument("--scheduler", default=None, help="policy (default: edgert's own)")
+    ap.add_argument("--cpu-workers", type=int, default=None, help="CPU workers (default: one per core)")
+    ap.add_argument("--models-dir", type=Path, default=None, help="MediaPipe models (default: the user cache)")
+    ap.add_argument("--out", type=Path, default=None, help="keep trace.jsonl and host-profile.json here")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dispatch-ms", default="auto",
+                    help="simulated hand-off delay (ms), or auto: measured from the live run (default)")
+    ap.add_argument("--profile-from", default="records",
+                    help="records (default): the run's service times; estimator: rt.estimator at the end; "
+                         "or a profile JSON from `edgert profile`")
+    args = ap.parse_args(argv)
+    out = args.out or Path(tempfile.mkdtemp(prefix="edgert-fidelity-"))
+    out.mkdir(parents=True, exist_ok=True)
+    trace = out / "trace.jsonl"
+    print(f"live run: {args.seconds:.0f} s, streams {', '.join(f'{n}@{f:g}fps' for n, f, _ in STREAMS)}")
+    live, prof, procs = live_run(args.seconds, args.scheduler, args.cpu_workers, trace, args.models_dir,
+                                 args.profile_from)
+    prof.save(out / "host-profile.json")
+    if args.dispatch_ms == "auto":
+        waits = [r.start_ms - r.arrival_ms for r in live
+                 if r.status in ("ok", "late") and r.start_ms - r.arrival_ms < 1.0]
+        dispatch = float(np.median(waits)) if waits else 0.0
+    else:
+        dispatch = float(args.dispatch_ms)
+    res = run_simulation(SimConfig(trace=trace, profile=prof, scheduler=args.scheduler, offload=False,
+                                   seed=args.seed, dispatch_ms=dispatch))
+    sim = res.records
+    lv, sv = per_model(live), per_model(sim)
+    print(f"simulated hand-off delay {dispatch:.3f} ms ({args.dispatch_ms})")
+    print(f"processors {procs}; trace {trace} ({sum(1 for _ in trace.open())} lines); profile "
+          f"{out / 'host-profile.json'}")
+    print(f"{'model':28s} {'n live':>7s} {'n sim':>6s} {'met live':>9s} {'met sim':>8s} {'diff pt':>8s} "
+          f"{'p50 live':>9s} {'p50 sim':>8s} {'diff %':>7s}  within bars   (p50 wait / run ms: live | sim)")
+    ok_all = True
+    for m in lv:
+        n_l, met_l, p_l, w_l, r_l = lv[m]
+        n_s, met_s, p_s, w_s, r_s = sv.get(m, (0,) + (float("nan"),) * 4)
+        dpt = met_s - met_l
+        dp = (p_s - p_l) / p_l if p_l > 0 else float("nan")
+        ok = abs(dpt) <= BAR_POINTS and abs(dp) <= BAR_P50
+        ok_all &= ok
+        print(f"{m:28s} {n_l:7d} {n_s:6d} {met_l:8.1f}% {met_s:7.1f}% {dpt:+8.1f} {p_l:9.2f} {p_s:8.2f} "
+              f"{100 * dp:+6.1f}%  {'yes' if ok else 'NO ':11s}   {w_l:.2f} / {r_l:.2f} | {w_s:.2f} / {r_s:.2f}")
+    from collections import Counter  # noqa: PLC0415
+
+    from scheduler.sim.metrics import reason_kind  # noqa: PLC0415
+
+    for side, recs in (("live", live), ("sim", sim)):
+        kinds = Counter(f"{r.model}: {reason_kind(r.reason)}" for r in recs if r.status == "dropped")
+        print(f"drops {side}: " + ("; ".join(f"{n} x {k}" for k, n in kinds.most_common(5)) or "none"))
+    print(f"bars: deadline-met within {BAR_POINTS:g} points and p50 within {100 * BAR_P50:.0f}% per model: "
+          f"{'all met' if ok_all else 'NOT all met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,175 @@
+"""``edgert simulate``: replay a scenario or a trace on a device profile under a policy (DESIGN.md §5).
+
+::
+
+    edgert simulate (--scenario NAME | --trace F.jsonl) --device PROFILE [--scheduler NAME]
+                    [--load X] [--duration S] [--seed N] [--burst START:DUR:FACTOR]
+                    [--json F] [--timeline F.json] [--plot F.png]
+
+Prints a summary table (overall, per model, per processor); long runs show a
+progress bar on stderr. Bad input prints one line and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from scheduler.errors import EdgeRTError
+
+#: Show a progress bar when a run has at least this many requests (roughly a second of work).
+PROGRESS_MIN_REQUESTS = 50_000
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``simulate`` sub-command to an argparse ``subparsers`` object."""
+    p = subparsers.add_parser(
+        "simulate", help="replay a scenario or a trace on a device profile under a scheduler",
+        description="Discrete-event simulation of the XRBench scenarios or a recorded trace on a device "
+                    "profile, driving the same policy objects as the live runtime.")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--scenario", metavar="NAME",
+                     help="built-in XRBench scenario: social_a, social_b, outdoor_a, outdoor_b, ar_assistant, "
+                          "ar_gaming, vr_gaming")
+    src.add_argument("--trace", metavar="F.jsonl", help="a JSONL trace (a live run's trace= output replays as is)")
+    p.add_argument("--device", required=True, metavar="PROFILE",
+                   help="device profile: galaxy-s23, xr2-gen2, pixel4, or a JSON path")
+    p.add_argument("--scheduler", default=None, metavar="NAME", help="policy name (default: edgert's own)")
+    p.add_argument("--load", type=float, default=1.0, metavar="X",
+                   help="multiply every stream's request rate by X (SLOs unchanged; default 1)")
+    p.add_argument("--duration", type=float, default=None, metavar="S",
+                   help="simulated seconds of arrivals (default: 10 for a scenario, the whole trace)")
+    p.add_argument("--seed", type=int, default=0, metavar="N", help="seed for cascade draws and latency noise")
+    p.add_argument("--burst", default=None, metavar="START:DUR:FACTOR",
+                   help="extra streams from START s for DUR s, FACTOR x the load (e.g. 4:2:3)")
+    p.add_argument("--json", default=None, metavar="F", help="write the summary as JSON")
+    p.add_argument("--timeline", default=None, metavar="F.json",
+                   help="write a Chrome trace-event timeline (open in ui.perfetto.dev), one track per processor")
+    p.add_argument("--plot", default=None, metavar="F.png",
+                   help="write a PNG: Gantt strip, latency CDF per model, deadline-met %% over time")
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command; 0 on success, 2 with one clear line on stderr for bad input."""
+    try:
+        return _run(args)
+    except (EdgeRTError, OSError) as exc:
+        print(f"edgert simulate: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from scheduler.sim import Burst, SimConfig, run_simulation  # noqa: PLC0415
+
+    for path in (args.json, args.timeline, args.plot):
+        if path is not None and not Path(path).resolve().parent.is_dir():
+            raise EdgeRTError(f"cannot write {path!r}: directory {str(Path(path).resolve().parent)!r} does not exist")
+    cfg = SimConfig(scenario=args.scenario, trace=args.trace, profile=args.device, scheduler=args.scheduler,
+                    load=args.load, duration_s=args.duration, seed=args.seed,
+                    burst=Burst.parse(args.burst) if args.burst else None)
+    res = _run_with_progress(cfg, run_simulation)
+    summary = res.summary()
+    _print_summary(summary, cfg)
+    if args.json:
+        out = {"config": _config_json(cfg), **summary}
+        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+    if args.timeline:
+        from scheduler.timeline import write_chrome_trace  # noqa: PLC0415
+
+        write_chrome_trace(args.timeline, res.records, res.processor_names)
+    if args.plot:
+        from edgert.plot import plot_records  # noqa: PLC0415
+
+        plot_records(res.records, args.plot, title=f"{summary['workload']} on {summary['device']}, "
+                                                  f"scheduler {summary['scheduler']}",
+                     processors=res.processor_names)
+    for what, path in (("summary", args.json), ("timeline", args.timeline), ("plot", args.plot)):
+        if path:
+            print(f"wrote {what}: {path}")
+    return 0
+
+
+def _run_with_progress(cfg: Any, run_simulation: Any) -> Any:
+    """Run, with a rich progress bar on stderr when the run is long (or too short to bother)."""
+    from scheduler.sim.run import DEFAULT_DURATION_S  # noqa: PLC0415
+    from scheduler.sim.workload import SCENARIOS  # noqa: PLC0415
+
+    est_requests = 0.0
+    if cfg.scenario in SCENARIOS:
+        dur = cfg.duration_s if cfg.duration_s is not None else DEFAULT_DURATION_S
+        est_requests = sum(s.fps * s.p for s in SCENARIOS[cfg.scenario]) * cfg.load * dur
+    elif cfg.trace is not None:
+        try:
+            est_requests = Path(cfg.trace).stat().st_size / 80   # ~80 bytes a line
+        except OSError:
+            est_requests = 0.0
+    if est_requests < PROGRESS_MIN_REQUESTS or not sys.stderr.isatty():
+        return run_simulation(cfg)
+    from rich.console import Console  # noqa: PLC0415
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn  # noqa: PLC0415
+
+    with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                  TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
+                  transient=True) as bar:
+        task = bar.add_task("sim", total=1.0)
+        return run_simulation(cfg, progress=lambda f: bar.update(task, completed=f))
+
+
+def _config_json(cfg: Any) -> dict[str, Any]:
+    b = cfg.burst
+    return {"scenario": cfg.scenario, "trace": None if cfg.trace is None else str(cfg.trace),
+            "device": str(cfg.profile), "scheduler": cfg.scheduler, "load": cfg.load,
+            "duration_s": cfg.duration_s, "seed": cfg.seed,
+            "burst": None if b is None else {"start_s": b.start_s, "duration_s": b.duration_s, "factor": b.factor}}
+
+
+def _fmt(v: Any, pct: bool = False) -> str:
+    if v is None:
+        return "-"
+    if pct:
+        return f"{100 * v:.1f}%"
+    return f"{v:.2f}" if isinstance(v, float) else str(v)
+
+
+def _print_summary(s: dict[str, Any], cfg: Any) -> None:
+    from rich.console import Console  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
+
+    con = Console()
+    if not con.is_terminal:
+        con = Console(width=120)
+    title = (f"{s['workload']} on {s['device']} | scheduler {s['scheduler']} | load {cfg.load} | seed {cfg.seed}"
+             + (f" | burst {cfg.burst.start_s}:{cfg.burst.duration_s}:{cfg.burst.factor}" if cfg.burst else ""))
+    t = Table(title=title)
+    for col in ("model", "requests", "ok", "late", "dropped", "SLO met", "p50 ms", "p99 ms", "offloaded",
+                "RT score"):
+        t.add_column(col, justify="left" if col == "model" else "right", no_wrap=True)
+    for name, m in s["per_model"].items():
+        t.add_row(name, str(m["requests"]), str(m["ok"]), str(m["late"]), str(m["dropped"]),
+                  _fmt(m["slo_met_rate"], True), _fmt(m["p50_ms"]), _fmt(m["p99_ms"]), str(m["offloaded"]),
+                  f"{m['realtime_score']:.3f}")
+    t.add_section()
+    t.add_row("[b]all[/]", str(s["requests"]), str(s["ok"]), str(s["late"]), str(s["dropped"]),
+              f"[b]{_fmt(s['slo_met_rate'], True)}[/]", _fmt(s["p50_ms"]), _fmt(s["p99_ms"]), str(s["offloaded"]),
+              f"[b]{s['realtime_score']:.3f}[/]")
+    con.print(t)
+    pt = Table(title="processors")
+    for col in ("processor", "kind", "requests", "busy ms", "utilization"):
+        pt.add_column(col, justify="left" if col in ("processor", "kind") else "right")
+    for name, p in s["per_processor"].items():
+        pt.add_row(name, p["kind"], str(p["requests"]), f"{p['busy_ms']:.1f}", _fmt(p["utilization"], True))
+    con.print(pt)
+    if s["drop_reasons"]:
+        top = sorted(s["drop_reasons"].items(), key=lambda kv: -kv[1])
+        con.print("dropped:", highlight=False)
+        for reason, n in top[:6]:
+            con.print(f"  {n:>7} x {reason}", highlight=False, markup=False)
+        if len(top) > 6:
+            con.print(f"  ... and {len(top) - 6} more kinds (see --json)", highlight=False)
+    con.print(f"simulated {s['sim_span_ms'] / 1000:.1f} s in {s['wall_s']:.2f} s wall "
+              f"({s['wall_requests_per_s'] or 0:,.0f} requests/s)")

@@ -1,0 +1,30 @@
+"""The trace-replay simulator: a virtual clock and event heap driving the live runtime's policies.
+
+Public names (re-exported here; the code lives in the submodules)::
+
+    from scheduler.sim import SimConfig, Burst, run_simulation
+    res = run_simulation(SimConfig(scenario="ar_assistant", profile="galaxy-s23",
+                                   scheduler="edgert", load=1.0, duration_s=10.0, seed=0))
+    res.summary()      # DESIGN.md §5 keys + realtime_score
+    res.records        # list[scheduler.timeline.RequestRecord]
+
+Modules: :mod:`~scheduler.sim.kernel` (event loop), :mod:`~scheduler.sim.workload`
+(XRBench scenarios, load, bursts), :mod:`~scheduler.sim.trace` (JSONL traces),
+:mod:`~scheduler.sim.driver` (the policy driver and latency model),
+:mod:`~scheduler.sim.metrics` (summary figures), :mod:`~scheduler.sim.profiles`
+(shipped device profiles), :mod:`~scheduler.sim.run` (``run_simulation``).
+"""
+
+from scheduler.sim.driver import LEFT_UNPLACED, Simulation
+from scheduler.sim.kernel import EventLoop
+from scheduler.sim.metrics import realtime_score
+from scheduler.sim.profiles import load_profile, profile_names
+from scheduler.sim.run import DEFAULT_DURATION_S, SimConfig, SimResult, run_simulation
+from scheduler.sim.trace import parse_trace, read_trace, write_trace
+from scheduler.sim.workload import SCENARIOS, Burst, Stream, Workload, build_scenario, scenario_names
+
+__all__ = [
+    "DEFAULT_DURATION_S", "LEFT_UNPLACED", "SCENARIOS", "Burst", "EventLoop", "SimConfig", "SimResult",
+    "Simulation", "Stream", "Workload", "build_scenario", "load_profile", "parse_trace", "profile_names",
+    "read_trace", "realtime_score", "run_simulation", "scenario_names", "write_trace",
+]
