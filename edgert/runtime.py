@@ -482,8 +482,14 @@ class Runtime:
                 self._complete_locked(req, res, w.name, end, done)
             elif not self._replace_locked(w, req, end):
                 self._fail_locked(req, err, end, done)
-            self._schedule_locked(end, done)
+        # Resolve first: completion callbacks submit the next cascade stages, which must be
+        # pending when the freed processor is next decided on (else older work takes it).
         self._resolve(done)
+        done = []
+        with self._lock:
+            self._schedule_locked(self.now_ms(), done)
+        if done:
+            self._resolve(done)
 
     def _observe(self, model: str, proc: str, ms: float) -> None:
         if self._unmeasured and (model, proc) in self._unmeasured:
