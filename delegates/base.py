@@ -31,6 +31,8 @@ class TensorSpec:
 
     def accepts_shape(self, shape: tuple[int, ...]) -> bool:
         """True when ``shape`` matches, treating None dims as wildcards."""
+        if shape == self.shape:  # the common case: a static shape, given right
+            return True
         return len(shape) == len(self.shape) and all(e is None or e == g for e, g in zip(self.shape, shape))
 
     def concrete_shape(self, dynamic: int = 1) -> tuple[int, ...]:

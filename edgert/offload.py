@@ -70,8 +70,7 @@ class CloudWorker(Worker):
     def __init__(self, cfg: CloudConfig, lock: threading.Lock, runtime: Runtime | None = None,
                  embedded: EmbeddedCloud | None = None) -> None:
         self.link = MqttLink(cfg)
-        super().__init__("cloud", "cloud", [CloudDelegate(self.link)], lock)
-        self.capacity = cfg.capacity
+        super().__init__("cloud", "cloud", [CloudDelegate(self.link)], lock, capacity=cfg.capacity)
         self.cfg = cfg
         self._rt = runtime
         self._embedded = embedded

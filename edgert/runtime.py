@@ -416,6 +416,8 @@ class Runtime:
             self._drop_unplaceable_locked(now, done)
 
     def _view(self, w: Worker, now: float, exp: Any) -> ProcessorView:
+        if not w.running and not w.queue and now >= w.unhealthy_until_ms:
+            return w.idle_view
         busy = 0.0
         if w.running and not w.has_free_slot():
             busy = min(r.start_ms + (exp(r.model.name, w.name) or 0.0) for r in w.running)
@@ -485,11 +487,12 @@ class Runtime:
         # Resolve first: completion callbacks submit the next cascade stages, which must be
         # pending when the freed processor is next decided on (else older work takes it).
         self._resolve(done)
-        done = []
-        with self._lock:
-            self._schedule_locked(self.now_ms(), done)
-        if done:
-            self._resolve(done)
+        if self._pending:  # unlocked peek is safe: whoever adds to pending decides itself
+            done = []
+            with self._lock:
+                self._schedule_locked(self.now_ms(), done)
+            if done:
+                self._resolve(done)
 
     def _observe(self, model: str, proc: str, ms: float) -> None:
         if self._unmeasured and (model, proc) in self._unmeasured:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from delegates.base import Delegate, Session
+from scheduler.types import ProcessorView
 
 if TYPE_CHECKING:
     from edgert.model import LoadedModel
@@ -24,15 +25,19 @@ if TYPE_CHECKING:
 
 
 class Worker:
-    """One processor (``cpu0``, ``gpu``, ``npu`` …) and its delegates, queue and sessions."""
+    """One processor (``cpu0``, ``gpu``, ``npu`` …) and its delegates, queue and sessions.
 
-    #: How many invocations it runs at once (1 for a phone accelerator or a CPU core).
-    capacity: int = 1
+    ``capacity`` is how many invocations it runs at once: 1 for a phone accelerator or a
+    CPU core, several for a cloud pool.
+    """
+
     #: Whether a sync caller may run an assigned request on its own thread (saves two thread hand-offs).
     inline_ok: bool = True
 
-    def __init__(self, name: str, kind: str, delegates: list[Delegate], lock: threading.Lock) -> None:
+    def __init__(self, name: str, kind: str, delegates: list[Delegate], lock: threading.Lock,
+                 capacity: int = 1) -> None:
         self.name = name
+        self.capacity = capacity
         self.kind = kind
         self.delegates = delegates
         self.queue: deque[Request] = deque()
@@ -41,6 +46,8 @@ class Worker:
         self.cond = threading.Condition(lock)
         self.sessions: dict[str, tuple[Delegate, Session]] = {}
         self.threads: list[threading.Thread] = []
+        #: What the policy sees while it runs nothing and is healthy (built once: the hot path reuses it).
+        self.idle_view = ProcessorView(name, kind, 0.0, 0.0, 0, True, self.capacity, self.capacity)
 
     # -- model sessions ------------------------------------------------------------
     def candidates(self, model: LoadedModel, allowed_delegates: tuple[str, ...] | None) -> list[Delegate]:
