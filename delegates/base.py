@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+_UNPROBED = object()
+
 #: Model file formats a delegate may take.
 FORMATS: tuple[str, ...] = ("tflite", "onnx")
 
@@ -117,9 +119,26 @@ class Delegate(ABC):
     #: Model formats it opens.
     formats: tuple[str, ...]
 
-    @abstractmethod
+    #: The cached probe result (``_UNPROBED`` until the first :meth:`probe`).
+    _probed: object = None
+
     def probe(self) -> str | None:
-        """None when this delegate can run on this host, else the reason it cannot."""
+        """None when this delegate can run on this host, else the reason it cannot.
+
+        Cached until :meth:`invalidate`: a probe may open a tiny model on the accelerator.
+        """
+        probed = self.__dict__.get("_probed", _UNPROBED)
+        if probed is _UNPROBED:
+            probed = self._probed = self._probe()
+        return probed  # type: ignore[return-value]
+
+    def invalidate(self) -> None:
+        """Forget the cached probe result, so the next :meth:`probe` tries again."""
+        self.__dict__.pop("_probed", None)
+
+    @abstractmethod
+    def _probe(self) -> str | None:
+        """Probe for real (uncached): None when usable here, else the concrete reason."""
 
     @abstractmethod
     def open(self, artifact: Artifact, threads: int = 1) -> Session:

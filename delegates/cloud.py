@@ -380,7 +380,10 @@ class CloudDelegate(Delegate):
         self.link = link
 
     def probe(self) -> str | None:
-        """None while the broker connection is up, else why not."""
+        """None while the broker connection is up, else why not (never cached: it changes)."""
+        return self._probe()
+
+    def _probe(self) -> str | None:
         return None if self.link.connected else f"not connected to the MQTT broker at {self.link.cfg.url()}"
 
     def open(self, artifact: Artifact, threads: int = 1) -> Session:  # noqa: ARG002 - the worker has its own

@@ -153,22 +153,13 @@ class LiteRTDelegate(Delegate):
         self.name = name
         self.processor = processor
         self.options: dict[str, Any] = dict(options or {})
-        self._probed: Any = _UNSET
 
     def configure(self, options: dict[str, Any]) -> None:
         """Merge options and forget the cached probe."""
         self.options.update(options)
         self.invalidate()
 
-    def invalidate(self) -> None:
-        """Forget the cached probe result, so the next :meth:`probe` tries again."""
-        self._probed = _UNSET
 
-    def probe(self) -> str | None:
-        """None when this path can run here, else the reason; cached until :meth:`invalidate`."""
-        if self._probed is _UNSET:
-            self._probed = self._probe()
-        return self._probed
 
     def _probe(self) -> str | None:
         try:
@@ -221,7 +212,6 @@ class LiteRTDelegate(Delegate):
         return session
 
 
-_UNSET: Any = object()
 
 
 def delegates() -> list[Delegate]:

@@ -27,7 +27,6 @@ from delegates._probe_models import tflite_probe
 from delegates.base import Artifact, Delegate, Session, TensorSpec
 from scheduler.errors import DelegateUnavailable, InferenceError, ModelLoadError
 
-_UNSET: Any = object()
 
 
 def _import_compiled() -> tuple[Any, Any]:
@@ -85,11 +84,7 @@ class CompiledModelDelegate(Delegate):
         self.name = name
         self.processor = processor
         self.accelerator = accelerator
-        self._probed: Any = _UNSET
 
-    def invalidate(self) -> None:
-        """Forget the cached probe result."""
-        self._probed = _UNSET
 
     def configure(self, options: dict[str, Any]) -> None:
         """No options are taken yet; any key is an error (names the path)."""
@@ -98,11 +93,6 @@ class CompiledModelDelegate(Delegate):
 
             raise ConfigError(f"{self.name} takes no options (got {sorted(options)})")
 
-    def probe(self) -> str | None:
-        """None when a tiny model compiles for the accelerator here, else LiteRT's reason (cached)."""
-        if self._probed is _UNSET:
-            self._probed = self._probe()
-        return self._probed
 
     @property
     def _telling(self) -> str:

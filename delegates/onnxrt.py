@@ -58,7 +58,6 @@ _INSTALL_HINT: dict[str, str] = {
     "QNNExecutionProvider": "pip install 'edgert[qnn]' (onnxruntime-qnn)",
 }
 
-_UNSET: Any = object()
 
 
 def _import_ort() -> Any:
@@ -153,7 +152,6 @@ class OrtDelegate(Delegate):
         self.provider_options: dict[str, Any] = dict(provider_options or {})
         self.probe_session = provider != CPU_EP if probe_session is None else probe_session
         self._requirement = requirement
-        self._probed: str | None = _UNSET
 
     # -- configuration and probing -------------------------------------------------------------
     def configure(self, options: Mapping[str, Any]) -> None:
@@ -161,15 +159,7 @@ class OrtDelegate(Delegate):
         self.provider_options.update(options)
         self.invalidate()
 
-    def invalidate(self) -> None:
-        """Forget the cached probe result, so the next :meth:`probe` tries the EP again."""
-        self._probed = _UNSET
 
-    def probe(self) -> str | None:
-        """None when this EP can run here, else the concrete reason; cached until :meth:`invalidate`."""
-        if self._probed is _UNSET:
-            self._probed = self._probe()
-        return self._probed
 
     def _probe(self) -> str | None:
         try:

@@ -63,13 +63,14 @@ def _devices(args: argparse.Namespace) -> int:
         print(json.dumps([i.as_dict() for i in infos], indent=2))
         return 0
     from rich.console import Console  # noqa: PLC0415
+    from rich.markup import escape  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
     t = Table(title="edgert delegate paths on this host")
     for col in ("name", "processor", "backend", "available", "reason"):
         t.add_column(col)
     for i in infos:
-        t.add_row(i.name, i.processor, i.backend, "[green]yes[/]" if i.available else "[red]no[/]", i.reason)
+        t.add_row(i.name, i.processor, i.backend, "[green]yes[/]" if i.available else "[red]no[/]", escape(i.reason))
     Console().print(t)
     return 0
 
