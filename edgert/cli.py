@@ -105,12 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="profile the command with pyinstrument and print where the time went")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for mod in COMMANDS:
-        try:
-            module = sys.modules[__name__] if mod == "edgert.cli" else importlib.import_module(mod)
-        except ModuleNotFoundError as exc:  # TEMP while helpers write their commands
-            if exc.name != mod:
-                raise
-            continue
+        module = sys.modules[__name__] if mod == "edgert.cli" else importlib.import_module(mod)
         module.register(sub)
     return parser
 
