@@ -63,7 +63,8 @@ class Runtime:
 
     Args:
         delegates: ``"auto"`` (every delegate available here) or a list of names from
-            ``edgert devices``.
+            ``edgert devices`` (a :class:`delegates.Delegate` object may stand in a list too:
+            the extension point for a backend of your own).
         scheduler: a policy name (``edgert``, Band's baselines …), a policy object with
             ``decide(view, now_ms)``, or None for the default.
         offload: None / ``"off"``, ``"auto"`` (embedded broker + local cloud worker) or
@@ -104,7 +105,7 @@ class Runtime:
         self._closing = False
         self._stopping = False
         self._trace = TraceWriter(trace) if trace is not None else None
-        self._delegates = resolve(delegates)
+        self._delegates = _resolve_delegates(delegates)
         self._workers = self._make_workers(cpu_workers)
         if offload not in (None, "off"):
             from edgert.offload import make_cloud_worker  # noqa: PLC0415 - optional path
@@ -598,6 +599,16 @@ class Runtime:
         except EdgeRTError:
             return None
         return float(np.median(times))
+
+
+def _resolve_delegates(spec: str | Sequence[str | Delegate]) -> list[Delegate]:
+    """Registry names resolved (ConfigError / DelegateUnavailable), Delegate objects kept as given."""
+    if isinstance(spec, str):
+        return resolve(spec)
+    out: list[Delegate] = []
+    for item in spec:
+        out.extend([item] if isinstance(item, Delegate) else resolve([item]))
+    return out
 
 
 def _cores() -> int:

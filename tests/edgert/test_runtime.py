@@ -14,7 +14,10 @@ import pytest
 from ai_edge_litert.interpreter import Interpreter
 
 import edgert
+from delegates.base import Delegate, Session
+from delegates.onnxrt import OrtDelegate
 from edgert import genmodels
+from scheduler.profile import DeviceProfile, ProcessorSpec
 from scheduler.types import Assignment, SchedulerView
 
 
@@ -278,8 +281,6 @@ def test_duplicate_name_and_public_exports(rt, model_dir):
 
 
 def test_profile_seeds_the_estimator_only_where_a_session_exists(tmp_path, model_dir):
-    from scheduler.profile import DeviceProfile, ProcessorSpec
-
     prof = DeviceProfile("host", [ProcessorSpec("cpu0", "cpu"), ProcessorSpec("gpu", "gpu")],
                          {"tiny": {"cpu0": 7.5, "gpu": 1.0}, "absent": {"cpu0": 3.0}},
                          sources={"latency_ms/*/*": "test double profile"})
@@ -288,3 +289,47 @@ def test_profile_seeds_the_estimator_only_where_a_session_exists(tmp_path, model
         rt.load(model_dir / "tiny.onnx")
         table = rt.estimator.as_table()
     assert table == {"tiny": {"cpu0": 7.5, "cpu1": 7.5}}
+
+
+class FlakyGpuDelegate(Delegate):
+    """Test double: a 'gpu' delegate that runs ORT on the CPU and fails at invoke time while ``broken``."""
+
+    name, processor, backend, formats = "flaky-gpu-test-double", "gpu", "test", ("onnx",)
+
+    def __init__(self) -> None:
+        self.broken = False
+        self._ort = OrtDelegate("ort-cpu", "cpu", "CPUExecutionProvider")
+
+    def _probe(self) -> None:
+        return None
+
+    def open(self, artifact, threads=1):
+        return FlakySession(self, self._ort.open(artifact, threads))
+
+
+class FlakySession(Session):
+    """Test double: forwards to a real ORT session unless its delegate is ``broken``."""
+
+    def __init__(self, owner: FlakyGpuDelegate, inner: Session) -> None:
+        self.owner, self.inner = owner, inner
+        self.inputs, self.outputs = inner.inputs, inner.outputs
+
+    def run(self, feeds):
+        if self.owner.broken:
+            raise edgert.InferenceError("test double: driver error on the gpu")
+        return self.inner.run(feeds)
+
+
+def test_accelerator_fault_is_replaced_elsewhere_and_marked_unhealthy(model_dir):
+    gpu = FlakyGpuDelegate()
+    prof = DeviceProfile("p", [ProcessorSpec("cpu0", "cpu"), ProcessorSpec("gpu", "gpu")],
+                         {"tiny": {"cpu0": 50.0, "gpu": 0.01}})
+    with edgert.Runtime(delegates=["ort-cpu", gpu], cpu_workers=1, profile=prof) as rt:
+        m = rt.load(model_dir / "tiny.onnx", slo_ms=1000.0)
+        x = genmodels.example_inputs("tiny")
+        assert m.submit(x).result().processor == "gpu"
+        gpu.broken = True
+        res = m.submit(x).result()
+        assert (res.status, res.processor) == ("ok", "cpu0")  # re-placed, not failed
+        assert m.submit(x).result().processor == "cpu0"       # gpu kept out while unhealthy
+        assert rt.stats()["tiny"]["failed"] == 0
