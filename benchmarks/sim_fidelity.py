@@ -30,8 +30,12 @@
 Usage::
 
     python benchmarks/sim_fidelity.py [--seconds 20] [--scheduler edgert] [--cpu-workers 2] [--out DIR]
+                                      [--feeder-yield]
 
 Timings on a shared 2-core host are noisy; the live side runs in real time.
+It also prints the live policy's wall time per decision: live, a decision
+holds the GIL (a worker that was just given a request waits for it), while
+the simulator's decisions take no virtual time.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import edgert  # noqa: E402
 from edgert import zoo  # noqa: E402
 from scheduler.profile import DeviceProfile, ProcessorSpec  # noqa: E402
+from scheduler.registry import make_policy  # noqa: E402
 from scheduler.sim import SimConfig, run_simulation  # noqa: E402
 from scheduler.timeline import RequestRecord  # noqa: E402
 
@@ -72,13 +77,38 @@ def _inputs(model: edgert.Model, rng: np.random.Generator) -> list[np.ndarray]:
     return out
 
 
+class TimedPolicy:
+    """Wraps a policy and adds up the wall time spent inside its ``decide`` (live, the GIL is held then)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.spent_s = 0.0
+        self.calls = 0
+
+    def decide(self, view, now_ms):
+        t = time.perf_counter()
+        out = self.inner.decide(view, now_ms)
+        self.spent_s += time.perf_counter() - t
+        self.calls += 1
+        return out
+
+
 def live_run(seconds: float, scheduler: str | None, cpu_workers: int | None, trace: Path,
-             models_dir: Path | None, profile_from: str = "records"
-             ) -> tuple[list[RequestRecord], DeviceProfile, list[str]]:
-    """Run the streams live for ``seconds``; return the records, a host profile and the processors."""
+             models_dir: Path | None, profile_from: str = "records", feeder_yield: bool = False
+             ) -> tuple[list[RequestRecord], DeviceProfile, list[str], TimedPolicy]:
+    """Run the streams live for ``seconds``; return the records, a host profile, the processors and the
+    policy (with its time spent deciding).
+
+    ``feeder_yield``: after each submit the feeding thread yields the GIL (``time.sleep(0)``), as an
+    app whose sensors call back from their own threads would, so a worker given a request starts it
+    without waiting for the feeder to finish issuing the rest of the frame (the simulator has no GIL:
+    its hand-off delay is one number). Off by default: the live side is then the plain feeder.
+    """
     paths = zoo.mediapipe_paths(models_dir)
     rng = np.random.default_rng(0)
-    with edgert.Runtime(scheduler=scheduler, trace=trace, cpu_workers=cpu_workers) as rt:
+    timed = TimedPolicy(make_policy(scheduler))
+    with edgert.Runtime(scheduler=timed, trace=trace, cpu_workers=cpu_workers) as rt:
         models: dict[str, edgert.Model] = {}
         feeds: dict[str, list[np.ndarray]] = {}
         for _, _, stages in STREAMS:
@@ -107,6 +137,8 @@ def live_run(seconds: float, scheduler: str | None, cpu_workers: int | None, tra
                 fut = models[stages[0]].submit(feeds[stages[0]])
             if len(stages) > 1:
                 chain(stages, 1, fut)
+            if feeder_yield:
+                time.sleep(0)
         deadline = time.perf_counter() + 30
         while rt._inflight and time.perf_counter() < deadline:   # let cascades finish before close
             time.sleep(0.05)
@@ -132,7 +164,7 @@ def live_run(seconds: float, scheduler: str | None, cpu_workers: int | None, tra
                      "latency_p90_ms/*": "measured on this host: p90 of the same"})
     else:
         prof = DeviceProfile.load(profile_from)
-    return records, prof, procs
+    return records, prof, procs, timed
 
 
 def _service_tables(records: list[RequestRecord], kinds: dict[str, str]
@@ -175,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dispatch-ms", default="auto",
                     help="simulated hand-off delay (ms), or auto: measured from the live run (default)")
+    ap.add_argument("--feeder-yield", action=argparse.BooleanOptionalAction, default=False,
+                    help="the live feeder yields the GIL after each submit (see live_run; default: no)")
     ap.add_argument("--profile-from", default="records",
                     help="records (default): the run's service times; estimator: rt.estimator at the end; "
                          "or a profile JSON from `edgert profile`")
@@ -183,8 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     trace = out / "trace.jsonl"
     print(f"live run: {args.seconds:.0f} s, streams {', '.join(f'{n}@{f:g}fps' for n, f, _ in STREAMS)}")
-    live, prof, procs = live_run(args.seconds, args.scheduler, args.cpu_workers, trace, args.models_dir,
-                                 args.profile_from)
+    live, prof, procs, pol = live_run(args.seconds, args.scheduler, args.cpu_workers, trace, args.models_dir,
+                                      args.profile_from, args.feeder_yield)
     prof.save(out / "host-profile.json")
     if args.dispatch_ms == "auto":
         waits = [r.start_ms - r.arrival_ms for r in live
@@ -196,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
                                    seed=args.seed, dispatch_ms=dispatch))
     sim = res.records
     lv, sv = per_model(live), per_model(sim)
-    print(f"simulated hand-off delay {dispatch:.3f} ms ({args.dispatch_ms})")
+    print(f"simulated hand-off delay {dispatch:.3f} ms ({args.dispatch_ms}); live policy {pol.name!r}: "
+          f"{pol.calls} decisions, {1e6 * pol.spent_s / max(1, pol.calls):.0f} us each (GIL held; the "
+          f"simulator's decisions take no virtual time); feeder yields after each submit: {args.feeder_yield}")
     print(f"processors {procs}; trace {trace} ({sum(1 for _ in trace.open())} lines); profile "
           f"{out / 'host-profile.json'}")
     print(f"{'model':28s} {'n live':>7s} {'n sim':>6s} {'met live':>9s} {'met sim':>8s} {'diff pt':>8s} "

@@ -39,21 +39,39 @@ whose processors run one invocation at a time. One decision:
    still make it. One that could make it but for more urgent claims stays
    pending.
 
-Pure: a function of the snapshot and ``now_ms`` (ms); no clock, no I/O, no
-state carried between calls.
+5. **Overload plan** (``scheduler/policies/_overload.py``): the policy keeps
+   each model's arrival rate and, when the device could not run everything
+   locally with headroom (fluid utilization of the busiest processor above
+   ``target``), sends a planned share of the models the cloud serves in time
+   to the cloud *from their arrival* (when the round trip's odds are best and
+   the cloud has a free slot), and past ``shed_target`` sheds a share of the
+   costliest models so the rest meet their deadlines. When the burst passes,
+   the rates fall and the plan empties within about ``window_ms`` × 3.
+6. **Placement prefers the earliest finish**: a request free to start now on
+   a slower processor waits (late dispatch) for a faster one instead when
+   that finishes it sooner by more than ``eft_slack`` × its run time, still in
+   time; this keeps slow processors from soaking up work the fast ones would
+   finish twice as fast.
+
+No clock, no I/O, no randomness. The only state carried between decisions
+is the overload plan's (rates, shares, each pending request's fate), which
+changes only with requests not seen before and with ``now_ms``; the same
+sequence of snapshots gives the same decisions, and deciding twice on one
+snapshot gives one answer. Times are ms.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
+from scheduler.policies._overload import CLOUD, SHED, OverloadPlan
 from scheduler.types import Assignment, RequestView, SchedulerView
 
 _INF = float("inf")
 
 
 class EdgertPolicy:
-    """EDF with cascade-aware deadlines, idle-first local placement, late dispatch, cloud on overflow.
+    """EDF with cascade-aware deadlines, earliest-finish placement, late dispatch, cloud and shedding on overload.
 
     Args:
         supersede: a newer frame may take an older unstarted frame's slot
@@ -61,29 +79,43 @@ class EdgertPolicy:
         margin: headroom for a local run, as a fraction of its expected
             latency (0.2: a 10 ms run must be expected to end 2 ms before the
             effective deadline to count as making it).
-        cloud_margin: the same for the cloud, as a fraction of its expected
-            latency (network round trips vary more than local runs).
+        cloud_margin: the same for the cloud when it is the fallback of a
+            request that waited (network round trips vary more than local runs).
         guard_ms: how long before the cloud's last safe moment a waiting
             request is sent there (decisions happen at arrivals and
             completions, not continuously).
+        eft_slack: a free slower processor is passed over for a busy faster
+            one when the faster one, after its wait, finishes sooner by more
+            than this fraction of its own run time (and in time).
+        plan: enable the overload plan (offload / shed shares by model).
+        risky_margin: headroom for a request the plan sends to the cloud.
+        **plan_options: :class:`~scheduler.policies._overload.OverloadPlan`
+            options (``target``, ``shed_target``, ``window_ms`` …).
 
     Raises:
-        ValueError: a negative margin or guard.
+        ValueError: a negative margin, guard or slack; a non-positive plan option.
     """
 
     name: ClassVar[str] = "edgert"
 
-    __slots__ = ("cloud_margin", "guard_ms", "margin", "supersede")
+    __slots__ = ("cloud_margin", "eft_slack", "guard_ms", "margin", "plan", "risky_margin", "supersede",
+                 "use_plan")
 
     def __init__(self, supersede: bool = True, margin: float = 0.2, cloud_margin: float = 0.4,
-                 guard_ms: float = 5.0) -> None:
-        for label, value in (("margin", margin), ("cloud_margin", cloud_margin), ("guard_ms", guard_ms)):
+                 guard_ms: float = 5.0, eft_slack: float = 1.0, plan: bool = True, risky_margin: float = 0.15,
+                 **plan_options: float) -> None:
+        for label, value in (("margin", margin), ("cloud_margin", cloud_margin), ("guard_ms", guard_ms),
+                             ("eft_slack", eft_slack), ("risky_margin", risky_margin)):
             if not value >= 0:
                 raise ValueError(f"{label} must be >= 0, got {value}")
         self.supersede = supersede
         self.margin = margin
         self.cloud_margin = cloud_margin
         self.guard_ms = guard_ms
+        self.eft_slack = eft_slack
+        self.risky_margin = risky_margin
+        self.use_plan = plan
+        self.plan = OverloadPlan(risky_margin=risky_margin, **plan_options)
 
     def decide(self, view: SchedulerView, now_ms: float) -> list[Assignment]:
         """Assign what should start now, drop the hopeless, leave the rest pending; see the module doc."""
@@ -94,24 +126,57 @@ class EdgertPolicy:
         names: list[str] = []
         ready: list[float] = []
         cloud: list[bool] = []
+        free: list[int] = []      # idle slots of a multi-slot processor (the cloud), 0 otherwise
+        slots: list[int] = []
+        local: list[str] = []
+        cloud_name: str | None = None
+        cloud_slots = 0
         for p in view.processors:
             if p.available:
                 names.append(p.name)
                 b = p.busy_until_ms
-                ready.append((b if b > now_ms else now_ms) + p.queued_ms)
-                cloud.append(p.kind == "cloud")
+                c = p.kind == "cloud"
+                cloud.append(c)
+                if c:
+                    cloud_name, cloud_slots = p.name, p.slots
+                else:
+                    local.append(p.name)
+                if p.slots > 1:
+                    free.append(p.free_slots)
+                    slots.append(p.slots)
+                    ready.append(now_ms if p.free_slots > 0 else
+                                 (b if b > now_ms else now_ms) + p.queued_ms / p.slots)
+                else:
+                    free.append(0)
+                    slots.append(1)
+                    ready.append((b if b > now_ms else now_ms) + p.queued_ms)
+        plan = self.plan
+        fates = plan.fates
+        use_plan = self.use_plan
+        if use_plan:
+            plan.update(pending, now_ms, est, local, cloud_name, cloud_slots)
         base = ready[:]          # without this decision's claims
         n_proc = len(names)
         rows: dict[str, list[tuple[int, float]]] = {}
         k_local = 1.0 + self.margin
         cm = self.cloud_margin
+        rm = self.risky_margin
         guard = self.guard_ms
+        slack = self.eft_slack
         supersede = self.supersede
         # stream -> (index in out, or -1 for a claim; processor index; expected finish; request)
         placed: dict[str, tuple[int, int, float, RequestView]] = {}
         out: list[Assignment] = []
 
         for req in (sorted(pending, key=_urgency) if len(pending) > 1 else pending):
+            fate = 0
+            if use_plan:
+                fate = fates.get(req.id)
+                if fate is None:
+                    fate = plan.fate(req)
+                if fate == SHED:
+                    out.append(Assignment.drop(req.id, _shed(req.model, plan.utilization)))
+                    continue
             model = req.model
             row = rows.get(model)
             if row is None:
@@ -137,8 +202,11 @@ class EdgertPolicy:
                     li, lf = i, f
                 if start <= now_ms and f < iff and start + k_local * ms <= target:
                     ii, iff = i, f
-            if ii >= 0:                                   # free now and in time: start it
-                pick, finish = ii, iff
+            if fate == CLOUD and ci >= 0 and ready[ci] <= now_ms and cf + rm * cms <= target:
+                pick, finish = ci, cf                     # planned offload, a cloud slot is free now
+            elif ii >= 0 and (li == ii or ready[li] + k_local * (lf - ready[li]) > target
+                              or lf + slack * (lf - ready[li]) >= iff):
+                pick, finish = ii, iff                    # free now and in time (no much faster wait)
             elif li >= 0 and ready[li] + k_local * (lf - ready[li]) <= target:
                 pick, finish = li, lf                     # in time after a wait: claim
                 if ci >= 0 and target - guard < cf + cm * cms <= target:
@@ -155,7 +223,14 @@ class EdgertPolicy:
                     out.append(Assignment.drop(req.id, _late(own, deadline)))
                 continue   # could make it but for more urgent claims: stays pending, claims nothing
             start = ready[pick]
-            ready[pick] = finish
+            if free[pick] > 0:                            # a free slot of a multi-slot processor
+                free[pick] -= 1
+                if free[pick] == 0:
+                    ready[pick] = finish
+            elif slots[pick] > 1:
+                ready[pick] = start + (finish - start) / slots[pick]
+            else:
+                ready[pick] = finish
             if start <= now_ms:
                 if supersede:
                     placed[req.stream or model] = (len(out), pick, finish, req)
@@ -192,6 +267,11 @@ def _urgency(r: RequestView) -> float:
 def _unsupported(req: RequestView) -> str:
     where = "" if req.allowed is None else f" among the allowed processors {list(req.allowed)}"
     return f"no available processor can run model {req.model!r}{where}"
+
+
+def _shed(model: str, utilization: float) -> str:
+    return (f"shed under overload: the device can run at most {1 / utilization:.0%} of the current work "
+            f"in time, so a share of {model!r}, the costliest per request, is dropped on arrival")
 
 
 def _late(finish_ms: float, deadline_ms: float) -> str:

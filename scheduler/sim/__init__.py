@@ -9,22 +9,32 @@ Public names (re-exported here; the code lives in the submodules)::
     res.records        # list[scheduler.timeline.RequestRecord]
 
 Modules: :mod:`~scheduler.sim.kernel` (event loop), :mod:`~scheduler.sim.workload`
-(XRBench scenarios, load, bursts), :mod:`~scheduler.sim.trace` (JSONL traces),
-:mod:`~scheduler.sim.driver` (the policy driver and latency model),
-:mod:`~scheduler.sim.metrics` (summary figures), :mod:`~scheduler.sim.profiles`
-(shipped device profiles), :mod:`~scheduler.sim.run` (``run_simulation``).
+(XRBench scenarios, load, bursts), :mod:`~scheduler.sim.columns` (the workload's
+numpy columns and its requests as objects), :mod:`~scheduler.sim.trace` (JSONL
+traces), :mod:`~scheduler.sim.driver` (the policy driver and latency model),
+:mod:`~scheduler.sim.processor` (a simulated processor and its view),
+:mod:`~scheduler.sim.metrics` (outcome columns, summary figures),
+:mod:`~scheduler.sim.profiles` (shipped device profiles), :mod:`~scheduler.sim.run`
+(``run_simulation``).
 """
 
-from scheduler.sim.driver import LEFT_UNPLACED, Simulation
+from scheduler.sim.driver import LEFT_UNPLACED, Simulation, left_unplaced
 from scheduler.sim.kernel import EventLoop
 from scheduler.sim.metrics import realtime_score
 from scheduler.sim.profiles import load_profile, profile_names
 from scheduler.sim.run import DEFAULT_DURATION_S, SimConfig, SimResult, run_simulation
 from scheduler.sim.trace import parse_trace, read_trace, write_trace
-from scheduler.sim.workload import SCENARIOS, Burst, Stream, Workload, build_scenario, scenario_names
+from scheduler.sim.workload import (
+    SCENARIOS,
+    Burst,
+    Stream,
+    Workload,
+    build_scenario,
+    scenario_names,
+)
 
 __all__ = [
     "DEFAULT_DURATION_S", "LEFT_UNPLACED", "SCENARIOS", "Burst", "EventLoop", "SimConfig", "SimResult",
-    "Simulation", "Stream", "Workload", "build_scenario", "load_profile", "parse_trace", "profile_names",
+    "Simulation", "Stream", "Workload", "build_scenario", "left_unplaced", "load_profile", "parse_trace", "profile_names",
     "read_trace", "realtime_score", "run_simulation", "scenario_names", "write_trace",
 ]

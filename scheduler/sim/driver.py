@@ -4,21 +4,28 @@ The contract (``scheduler/types.py``), as this driver implements it:
 
 * ``policy.decide(view, now_ms)`` runs at every instant at which a request
   arrives (or a cascade stage becomes ready) or a processor finishes one:
-  once per instant, after all of that instant's finishes and arrivals (a
-  decision event at lower priority, or a direct call when the heap holds
-  nothing more for this instant), so simultaneous frames of several
-  streams are decided together, as the live runtime's scheduler thread sees
-  them. With nothing pending there is nothing to decide and the call is
-  skipped (a pure policy can only return ``[]``). A completion whose cascade
-  stages fire is decided before those stages arrive, as in the live runtime,
-  where a stage is submitted by its parent's completion callback after the
-  runtime has re-scheduled the freed processor.
+  once per instant, after all of that instant's completions and arrivals,
+  so simultaneous frames of several streams are decided together, as the
+  live runtime's scheduler thread sees them. With nothing pending there is
+  nothing to decide and the call is skipped (a pure policy can only return
+  ``[]``). A completion's cascade stages are pending when the freed
+  processor is decided on, as in the live runtime (``Runtime._run``
+  resolves the finished request, whose callbacks submit the next stages,
+  before it asks the policy again).
 * An assignment appends the request to that processor's FIFO queue; the
-  processor starts it as soon as it is free. ``Assignment(processor=None)``
-  drops it with the policy's reason.
+  processor starts it as soon as it has a free slot.
+  ``Assignment(processor=None)`` drops it with the policy's reason.
 * After applying a decision, a request still pending whose every candidate
-  processor (supports its model, available) is idle is dropped with reason
-  ``"left unplaced by the policy"``.
+  processor (supports its model, available) is idle is dropped with the
+  live runtime's reason (:func:`left_unplaced`).
+
+Event order. The loop is the kernel's ``(time, priority, seq)`` order
+(:mod:`~scheduler.sim.kernel`) fused into one function for speed: the heap
+holds only completions, ``(end_ms, seq, request id)``; root arrivals come
+from the workload's sorted columns; at each instant, completions run first
+(priority 0, FIFO by ``seq``), then arrivals (priority 1), then one decision
+(priority 2). A start at an instant whose run takes 0 ms completes at that
+same instant, in a second round.
 
 Latency model: a run of ``model`` on processor ``p`` takes the profile's
 mean ``latency_ms[model][p]`` times a seeded log-normal factor with mean 1
@@ -26,74 +33,60 @@ and ``sigma`` = ``noise``. Where the profile also gives ``latency_p90_ms``
 (as ``edgert profile`` does, with ``latency_ms`` its p50), the run time is the
 log-normal whose median is ``latency_ms`` and whose 90th percentile is
 ``latency_p90_ms``. One standard-normal draw per request (seeded,
-``default_rng([seed, 4])``), so a request's draw does not depend on where it
-runs. The cloud is one processor of kind ``"cloud"`` with ``cloud_slots``
-parallel server slots; a run takes ``(rtt_ms + server latency) × factor +
-input/output bytes over the link`` (``CloudSpec``; the factor's sigma is
-``cloud_noise``, network jitter). Each slot has its own link (the uplink is
-not shared between slots).
+``default_rng([seed, 4])``, in bulk), so a request's draw does not depend on
+where it runs. The cloud is one processor of kind ``"cloud"`` with
+``cloud_slots`` parallel server slots; a run takes ``(rtt_ms + server
+latency) × factor + input/output bytes over the link`` (``CloudSpec``; the
+factor's sigma is ``cloud_noise``, network jitter). Each slot has its own
+link (the uplink is not shared between slots).
 
 ``dispatch_ms`` (default 0) models a driver's hand-off: a processor given a
 request is busy from that instant but starts running it ``dispatch_ms``
-later (the live runtime's thread wake-up; the fidelity benchmark measures it). Its
-:class:`ProcessorView` shows ``busy_until_ms`` = now while a slot is free
-(else the earliest expected slot release) and ``queued_ms`` = the queued
-expected latencies divided by the number of slots, so ``ready_at_ms`` is
-when a new request could start.
+later (the live runtime's thread wake-up; the fidelity benchmark measures it).
 
-The estimator the policy sees is a :class:`LatencyEstimator` seeded from
-the profile means (and the cloud's expected latency) and updated by EMA
-with every simulated run.
+A :class:`ProcessorView` is built as the live runtime builds it
+(``Runtime._view``): ``busy_until_ms`` 0 while a slot is free, else the
+earliest expected end of its runs; ``queued_ms`` the sum of the expected
+latencies queued on it; ``slots`` / ``free_slots`` (the cloud has
+``cloud_slots``, a local processor 1). The estimator the policy sees is a
+:class:`LatencyEstimator` seeded from the profile means (and the cloud's
+expected latency) and updated by EMA with every simulated run.
 """
 
 from __future__ import annotations
 
 import difflib
 import math
-from collections import deque
 from collections.abc import Callable
+from heapq import heappop, heappush
 
 import numpy as np
 
 from scheduler.errors import EdgeRTError, TraceError
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import DeviceProfile
-from scheduler.sim.kernel import PRIO_ARRIVAL, PRIO_DECIDE, PRIO_FINISH, EventLoop
-from scheduler.sim.workload import Request, Workload
-from scheduler.types import Policy, ProcessorView, RequestView, SchedulerView
+from scheduler.sim._views import request_view, scheduler_view
+from scheduler.sim.columns import Workload, arrival_groups, downstream_ms
+from scheduler.sim.metrics import Outcome
+from scheduler.sim.processor import SimProcessor
+from scheduler.types import Policy, ProcessorView
 
-LEFT_UNPLACED = "left unplaced by the policy"
+#: The drop reason for a request a decision left pending while every processor that could run it was
+#: idle; the live runtime's wording (``edgert/runtime.py``), formatted by :func:`left_unplaced`.
+LEFT_UNPLACED = "left unplaced by scheduler {name!r} while every processor that could run it was idle"
+
 _Z90 = 1.2815515655446004   # standard normal 90th percentile
+_OK, _LATE, _DROPPED = 0, 1, 2   # codes into scheduler.timeline.STATUSES
+_NAN = math.nan
 
 
-class SimProcessor:
-    """A simulated processor: a FIFO queue, ``slots`` parallel runs (1 except for the cloud)."""
-
-    __slots__ = ("name", "kind", "slots", "running", "queue", "queued_ms", "exp_ends", "view",
-                 "busy_ms", "n_runs", "lat")
-
-    def __init__(self, name: str, kind: str, slots: int = 1) -> None:
-        self.name = name
-        self.kind = kind
-        self.slots = slots
-        self.running = 0
-        self.queue: deque[Request] = deque()
-        self.queued_ms = 0.0
-        self.exp_ends: list[float] = []     # expected end of each running invocation
-        self.view: ProcessorView | None = None
-        self.busy_ms = 0.0
-        self.n_runs = 0
-        #: model -> (mean_ms, extra_ms, per-request noise factor list)
-        self.lat: dict[str, tuple[float, float, list[float]]] = {}
-
-    def make_view(self, now_ms: float) -> ProcessorView:
-        """The policy's snapshot of this processor at ``now_ms``."""
-        busy = now_ms if self.running < self.slots else min(self.exp_ends)
-        return ProcessorView(self.name, self.kind, busy, self.queued_ms / self.slots, len(self.queue), True)
+def left_unplaced(policy_name: str) -> str:
+    """The "left unplaced" drop reason for policy ``policy_name``, worded as the live runtime words it."""
+    return LEFT_UNPLACED.format(name=policy_name)
 
 
 class Simulation:
-    """One run: a workload on a profile under a policy. Build it, call :meth:`run`, read ``done``.
+    """One run: a workload on a profile under a policy. Build it, call :meth:`run`, read :meth:`outcome`.
 
     Raises (from the constructor, before anything runs):
         TraceError: a model of the workload that the profile lacks, or that no processor supports.
@@ -102,21 +95,26 @@ class Simulation:
     def __init__(self, workload: Workload, profile: DeviceProfile, policy: Policy, *, seed: int = 0,
                  noise: float = 0.1, cloud_noise: float = 0.2, offload: bool = True, cloud_slots: int = 4,
                  dispatch_ms: float = 0.0) -> None:
+        if not dispatch_ms >= 0.0:
+            raise ValueError(f"dispatch_ms must be >= 0, got {dispatch_ms}")
         self.workload = workload
         self.profile = profile
         self.policy = policy
-        self.loop = EventLoop()
+        self.policy_name: str = getattr(policy, "name", type(policy).__name__)
+        self.dispatch_ms = dispatch_ms
         procs = [SimProcessor(p.name, p.kind, cloud_slots if p.kind == "cloud" else 1) for p in profile.processors]
         cloud = profile.cloud if offload else None
         if not offload:
             procs = [p for p in procs if p.kind != "cloud"]
         if cloud is not None and not any(p.kind == "cloud" for p in procs):
             procs.append(SimProcessor("cloud", "cloud", cloud_slots))
+        for i, p in enumerate(procs):
+            p.index = i
         self.processors = procs
         self.by_name = {p.name: p for p in procs}
-        # latency table: (model, proc) -> (mean_ms, sigma, extra_ms) ; extra is not scaled by noise
-        self._lat: dict[tuple[str, str], tuple[float, float, float]] = {}
-        seed_table: dict[str, dict[str, float]] = {}
+        # latency table: (model, proc) -> (mean_ms, sigma, extra_ms); extra is not scaled by noise
+        lat: dict[tuple[str, str], tuple[float, float, float]] = {}
+        table: dict[str, dict[str, float]] = {}
         for model, row in profile.latency_ms.items():
             for pname, ms in row.items():
                 if pname not in self.by_name:
@@ -125,45 +123,45 @@ class Simulation:
                 if p90 is not None and ms > 0:
                     # latency_ms is the median (what `edgert profile` writes as p50): log-normal through both
                     sigma = max(0.0, math.log(p90 / ms)) / _Z90
-                    self._lat[(model, pname)] = (ms * math.exp(0.5 * sigma * sigma), sigma, 0.0)
+                    lat[(model, pname)] = (ms * math.exp(0.5 * sigma * sigma), sigma, 0.0)
                 else:
-                    self._lat[(model, pname)] = (ms, noise, 0.0)
-                seed_table.setdefault(model, {})[pname] = ms
+                    lat[(model, pname)] = (ms, noise, 0.0)
+                table.setdefault(model, {})[pname] = ms
         if cloud is not None:
             cname = next(p.name for p in procs if p.kind == "cloud")
             for model, server in cloud.latency_ms.items():
                 total = cloud.expected_ms(model)
                 assert total is not None
                 transfer = total - cloud.rtt_ms - server
-                self._lat[(model, cname)] = (cloud.rtt_ms + server, cloud_noise, transfer)
-                seed_table.setdefault(model, {})[cname] = total
-        self.estimator = LatencyEstimator(alpha=0.1, seed=seed_table)
-        self._validate(seed_table)
-        # per model: the processors that can run it (for the "left unplaced" sweep)
-        self._cands = {m: [self.by_name[p] for p in row] for m, row in seed_table.items()}
-        best = {m: min(row.values()) for m, row in seed_table.items()}
-        _set_downstream(workload, best)
-        z = np.random.default_rng([seed, 4]).standard_normal(len(workload.all))
+                lat[(model, cname)] = (cloud.rtt_ms + server, cloud_noise, transfer)
+                table.setdefault(model, {})[cname] = total
+        self.estimator = LatencyEstimator(alpha=0.1, seed=table)
+        self._validate(table)
+        models = workload.models
+        code = {m: i for i, m in enumerate(models)}
+        #: by model code: the processors that can run it (for the "left unplaced" sweep)
+        self._cands = [[self.by_name[p] for p in table[m]] for m in models]
+        z = np.random.default_rng([seed, 4]).standard_normal(len(workload))
         factors: dict[float, list[float]] = {}
-        for (model, pname), (mean, sigma, extra) in self._lat.items():
+        for p in procs:
+            p.lat = [None] * len(models)
+        for (model, pname), (mean, sigma, extra) in lat.items():
+            if model not in code:
+                continue
             f = factors.get(sigma)
             if f is None:
                 f = factors[sigma] = np.exp(sigma * z - 0.5 * sigma * sigma).tolist()
-            self.by_name[pname].lat[model] = (mean, extra, f)
-        self.pending: dict[int, Request] = {}
-        self.done: list[Request] = []
-        self._pviews: tuple[ProcessorView, ...] = ()
-        self._dirty = True
-        self._next_root = 0
-        self._decide_due = False
+            self.by_name[pname].lat[code[model]] = (mean, extra, f)
+        best = np.array([min(table[m].values()) for m in models], np.float64)
+        self._downstream = downstream_ms(workload, best)
+        self.now_ms = 0.0
         self.decisions = 0
-        if not dispatch_ms >= 0.0:
-            raise ValueError(f"dispatch_ms must be >= 0, got {dispatch_ms}")
-        self.dispatch_ms = dispatch_ms
+        self.events = 0
+        self._out: Outcome | None = None
 
     def _validate(self, table: dict[str, dict[str, float]]) -> None:
         known = set(self.profile.latency_ms) | set(table)
-        for model in sorted({r.model for r in self.workload.all}):
+        for model in sorted(self.workload.models):
             where = self.workload.origin.get(model, self.workload.name)
             if model not in known:
                 close = difflib.get_close_matches(model, sorted(known), n=2, cutoff=0.5)
@@ -176,176 +174,224 @@ class Simulation:
                                  f"{', '.join(p.name for p in self.processors)}")
 
     # ---- running -------------------------------------------------------------------------------
-    def run(self, on_tick: Callable[[float], None] | None = None) -> None:
-        """Run every request to a terminal status."""
-        roots = self.workload.roots
-        if roots:
-            self.loop.push(roots[0].t_ms, PRIO_ARRIVAL, self._arrive_root, None)
-        self.loop.run(on_tick=on_tick)
-        if self.pending:   # cannot happen under the contract; never lose a request silently
-            raise EdgeRTError(f"{len(self.pending)} request(s) still pending when the simulation ran out of events")
+    def run(self, on_tick: Callable[[float], None] | None = None, tick_every: int = 2_000) -> None:
+        """Run every request to a terminal status.
 
-    def _arrive_root(self, _: object) -> None:
-        """Every root request whose time is now arrives; one decision follows at this instant."""
-        roots = self.workload.roots
-        loop = self.loop
-        now = loop.now_ms
-        pending = self.pending
-        i = self._next_root
-        n = len(roots)
-        while i < n:
-            r = roots[i]
-            if r.t_ms != now:
-                break
-            i += 1
-            r.ready_ms = now
-            r.view = RequestView(r.id, r.model, now, r.deadline_ms, r.stream, r.frame, r.downstream_ms)
-            pending[r.id] = r
-        self._next_root = i
-        if i < n:
-            loop.push(roots[i].t_ms, PRIO_ARRIVAL, self._arrive_root, None)
-        if not self._decide_due:
-            heap = loop.heap
-            if heap and heap[0][0] <= now:   # more of this instant to come: decide after it
-                self._decide_due = True
-                loop.push(now, PRIO_DECIDE, self._decide_event, None)
+        ``on_tick(now_ms)`` (if given) is called every ``tick_every`` arrival instants (a progress bar).
+
+        Raises:
+            EdgeRTError: the policy named a request that is not pending, or placed one on a processor
+                that does not exist or cannot run it (a policy bug; never silently fixed up).
+        """
+        wl = self.workload
+        n = len(wl)
+        models, streams = wl.models, wl.streams
+        mcode = wl.model.tolist()
+        mname = [models[c] for c in mcode]
+        sname = [streams[c] for c in wl.stream.tolist()]
+        frame = wl.frame.tolist()
+        deadline = (wl.t_ms + wl.slo_ms).tolist()
+        down = self._downstream
+        fires = wl.fires
+        # firing cascade stages of each request, in id order
+        children: list[list[int] | None] = [None] * n
+        parent = wl.parent
+        kids = np.flatnonzero((parent >= 0) & fires)
+        for c, pa in zip(kids.tolist(), parent[kids].tolist()):
+            if children[pa] is None:
+                children[pa] = [c]
             else:
-                self._decide()
-
-    def _decide_event(self, _: object) -> None:
-        self._decide_due = False
-        self._decide()
-
-    def _make_ready(self, r: Request, now: float) -> None:
-        r.ready_ms = now
-        r.view = RequestView(r.id, r.model, now, r.deadline_ms, r.stream, r.frame, r.downstream_ms)
-        self.pending[r.id] = r
-
-    def _decide(self) -> None:
-        pending = self.pending
-        if not pending:
-            return
-        now = self.loop.now_ms
-        if self._dirty:
-            pv = []
-            for p in self.processors:
-                v = p.view
-                if v is None:
-                    v = p.view = p.make_view(now)
-                pv.append(v)
-            self._pviews = tuple(pv)
-            self._dirty = False
-        self.decisions += 1
-        out = self.policy.decide(SchedulerView(tuple([r.view for r in pending.values()]), self._pviews,
-                                               self.estimator), now)
-        if out:
-            by_name = self.by_name
-            expected = self.estimator.expected_ms
-            for a in out:
-                r = pending.pop(a.request_id, None)
-                if r is None:
-                    raise EdgeRTError(f"policy {self.policy.name!r} decided about request {a.request_id}, "
-                                      f"which is not pending (decide must only name view.pending ids)")
-                name = a.processor
-                if name is None:
-                    self._drop(r, a.reason or "dropped by the policy")
+                children[pa].append(c)
+        group_t, group_ids = arrival_groups(wl)
+        n_groups = len(group_t)
+        inf = math.inf
+        self._ready = ready = [_NAN] * n
+        self._start = start = [_NAN] * n
+        self._end = end = [_NAN] * n
+        self._dropped = bytearray(n)   # 1 = dropped; a request that ran is ok or late by its end
+        proc: list[SimProcessor | None] = [None] * n
+        self._proc = proc
+        self._reasons: dict[int, str] = {}
+        self._done = done = []
+        self._children = children
+        pending: dict[int, object] = {}
+        self._pending = pending
+        procs = self.processors
+        by_name = self.by_name
+        cands = self._cands
+        est = self.estimator
+        expected = est.expected_ms
+        update = est.update
+        decide = self.policy.decide
+        pname = self.policy_name
+        unplaced = left_unplaced(pname)
+        dropped_by = f"dropped by scheduler {pname!r}"
+        dispatch = self.dispatch_ms
+        heap: list[tuple[float, int, int]] = []
+        push, pop = heappush, heappop
+        done_append = done.append
+        rview = request_view
+        seq = 0
+        gi = 0
+        ta = group_t[0] if n_groups else inf   # time of the next root arrival group
+        pv: list[ProcessorView] = [p.idle_view for p in procs]   # the views, rebuilt where stale
+        pviews = tuple(pv)
+        stale: list[SimProcessor] = []          # processors whose state changed since the last decision
+        for p in procs:
+            p.view = p.idle_view
+        decisions = 0
+        now = 0.0
+        try:
+            while True:
+                if heap:
+                    now = heap[0][0]
+                    if ta < now:
+                        now = ta
+                elif ta != inf:
+                    now = ta
+                else:
+                    break
+                # priority 0: completions at this instant, FIFO
+                while heap and heap[0][0] == now:
+                    rid = pop(heap)[2]
+                    p = proc[rid]
+                    p.running.remove(rid)
+                    update(mname[rid], p.name, now - start[rid])
+                    end[rid] = now
+                    done_append(rid)
+                    queue = p.queue
+                    if queue:   # the processor starts the head of its FIFO queue
+                        q = queue.popleft()
+                        m = mcode[q]
+                        qc = p.qcount
+                        if qc[m] == 1:
+                            del qc[m]
+                        else:
+                            qc[m] -= 1
+                        mean, extra, fac = p.lat[m]
+                        ms = mean * fac[q] + extra
+                        s = now + dispatch
+                        start[q] = s
+                        proc[q] = p
+                        p.running.append(q)
+                        seq += 1
+                        push(heap, (s + ms, seq, q))
+                    if p.view is not None:
+                        p.view = None
+                        stale.append(p)
+                    kids = children[rid]
+                    if kids is not None:   # its firing cascade stages become ready now
+                        for c in kids:
+                            ready[c] = now
+                            pending[c] = rview(c, mname[c], now, deadline[c], sname[c], frame[c], down[c], None)
+                # priority 1: root arrivals at this instant
+                if ta == now:
+                    for r in group_ids[gi]:
+                        ready[r] = now
+                        pending[r] = rview(r, mname[r], now, deadline[r], sname[r], frame[r], down[r], None)
+                    gi += 1
+                    ta = group_t[gi] if gi < n_groups else inf
+                    if on_tick is not None and gi % tick_every == 0:
+                        on_tick(now)
+                if not pending:
                     continue
-                p = by_name.get(name)
-                if p is None or r.model not in p.lat:
-                    raise EdgeRTError(f"policy {self.policy.name!r} placed request {r.id} (model {r.model!r}) on "
-                                      f"{name!r}, which " + ("does not exist" if p is None else "cannot run it"))
-                if p.running < p.slots and not p.queue:
-                    self._start(p, r, now)
-                else:
-                    exp = expected(r.model, name)
-                    r.exp_ms = exp
-                    p.queue.append(r)
-                    p.queued_ms += exp
-                    p.view = None
-                    self._dirty = True
-        if pending:
-            for r in list(pending.values()):
-                for p in self._cands[r.model]:
-                    if p.queue or p.running >= p.slots:
-                        break
-                else:
-                    del pending[r.id]
-                    self._drop(r, LEFT_UNPLACED)
+                # priority 2: one decision for the instant
+                if stale:
+                    for p in stale:
+                        pv[p.index] = p.view = p.make_view(start, mname, models, expected)
+                    stale.clear()
+                    pviews = tuple(pv)
+                decisions += 1
+                out = decide(scheduler_view(tuple(pending.values()), pviews, est), now)
+                for a in out:
+                    rid = a.request_id
+                    if pending.pop(rid, None) is None:
+                        raise EdgeRTError(f"policy {pname!r} decided about request {rid}, which is not pending "
+                                          "(decide must only name view.pending ids)")
+                    name = a.processor
+                    if name is None:
+                        self._drop(rid, a.reason or dropped_by, now)
+                        continue
+                    p = by_name.get(name)
+                    m = mcode[rid]
+                    lat = p.lat[m] if p is not None else None
+                    if lat is None:
+                        raise EdgeRTError(f"policy {pname!r} placed request {rid} (model {mname[rid]!r}) on "
+                                          f"{name!r}, which " + ("does not exist" if p is None else "cannot run it"))
+                    if len(p.running) < p.slots and not p.queue:   # free: start it now
+                        mean, extra, fac = lat
+                        ms = mean * fac[rid] + extra
+                        s = now + dispatch
+                        start[rid] = s
+                        proc[rid] = p
+                        p.running.append(rid)
+                        seq += 1
+                        push(heap, (s + ms, seq, rid))
+                    else:
+                        p.queue.append(rid)
+                        qc = p.qcount
+                        qc[m] = qc.get(m, 0) + 1
+                    if p.view is not None:
+                        p.view = None
+                        stale.append(p)
+                if pending:   # left pending while every processor that could run it is idle: dropped
+                    for rid in list(pending):
+                        for p in cands[mcode[rid]]:
+                            if p.queue or len(p.running) >= p.slots:
+                                break
+                        else:
+                            del pending[rid]
+                            self._drop(rid, unplaced, now)
+        except Exception as exc:
+            exc.add_note(f"raised at simulated t = {now:.3f} ms")
+            raise
+        finally:
+            self.now_ms = now
+            self.decisions = decisions
+            self._groups_done = gi
+        if pending:   # cannot happen under the contract; never lose a request silently
+            raise EdgeRTError(f"{len(pending)} request(s) still pending when the simulation ran out of events")
+        self._tally()
 
-    def _start(self, p: SimProcessor, r: Request, now: float) -> None:
-        """Start ``r`` on ``p`` (which has a free slot); ``r`` is no longer in ``p.queue``."""
-        mean, extra, factor = p.lat[r.model]
-        ms = mean * factor[r.id] + extra
-        r.start_ms = now + self.dispatch_ms
-        r.processor = p.name
-        r.proc = p
-        p.running += 1
-        exp = self.estimator.expected_ms(r.model, p.name)
-        r.exp_ms = r.start_ms + (ms if exp is None else exp)   # from here on: the expected end
-        p.exp_ends.append(r.exp_ms)
-        p.view = None
-        self._dirty = True
-        self.loop.push(r.start_ms + ms, PRIO_FINISH, self._finish, r)
+    def _drop(self, rid: int, reason: str, now: float) -> None:
+        if self._ready[rid] != self._ready[rid]:   # NaN: a cascade stage dropped with its upstream, never ready
+            self._ready[rid] = now
+        self._dropped[rid] = 1
+        self._reasons[rid] = reason
+        self._done.append(rid)
+        kids = self._children[rid]
+        if kids is not None:
+            why = f"upstream request {self.workload.key(rid)!r} was dropped"
+            for c in kids:
+                self._drop(c, why, now)
 
-    def _finish(self, r: Request) -> None:
-        now = self.loop.now_ms
-        p = r.proc
-        ms = now - r.start_ms
-        p.running -= 1
-        if p.slots > 1:
-            p.exp_ends.remove(r.exp_ms)
-        else:
-            p.exp_ends.clear()
-        p.busy_ms += ms
-        p.n_runs += 1
-        self.estimator.update(r.model, p.name, ms)
-        r.end_ms = now
-        r.status = "ok" if now <= r.deadline_ms else "late"
-        self.done.append(r)
-        if p.queue:
-            q = p.queue.popleft()
-            if p.queue:
-                p.queued_ms -= q.exp_ms
-            else:
-                p.queued_ms = 0.0   # no float drift
-            self._start(p, q, now)
-        else:
-            p.view = None
-            self._dirty = True
-        if r.children:
-            kids = [c for c in r.children if c.fires]
-            if kids:
-                if self.pending:   # as live: the completion is decided before its cascade stages arrive
-                    self._decide()
-                for c in kids:
-                    self._make_ready(c, now)
-        if self.pending and not self._decide_due:
-            heap = self.loop.heap
-            if heap and heap[0][0] <= now:
-                self._decide_due = True
-                self.loop.push(now, PRIO_DECIDE, self._decide_event, None)
-            else:
-                self._decide()
+    def _tally(self) -> None:
+        """Each processor's ``busy_ms`` and ``n_runs`` from the runs' start and end times (after :meth:`run`)."""
+        self._start_a = start = np.array(self._start)
+        self._end_a = end = np.array(self._end)
+        took = end - start
+        self._where = where = np.array([-1 if p is None else p.index for p in self._proc], np.int64)
+        ran = where >= 0
+        busy = np.bincount(where[ran], weights=took[ran], minlength=len(self.processors))
+        runs = np.bincount(where[ran], minlength=len(self.processors))
+        for p in self.processors:
+            p.busy_ms = float(busy[p.index])
+            p.n_runs = int(runs[p.index])
+        self.events = self._groups_done + int(ran.sum())   # arrival instants + completions
 
-    def _drop(self, r: Request, reason: str) -> None:
-        if r.ready_ms != r.ready_ms:   # NaN: a cascade stage dropped with its upstream, never ready
-            r.ready_ms = self.loop.now_ms
-        r.status = "dropped"
-        r.reason = reason
-        r.end_ms = math.nan
-        self.done.append(r)
-        if r.children:
-            for c in r.children:
-                if c.fires:
-                    self._drop(c, f"upstream request {r.key!r} was dropped")
-
-
-def _set_downstream(wl: Workload, best_ms: dict[str, float]) -> None:
-    """``downstream_ms`` of each request: the longest chain of best-case latencies of its cascade stages."""
-    def down(r: Request) -> float:
-        if r.children:
-            r.downstream_ms = max(best_ms.get(c.model, 0.0) + down(c) for c in r.children)
-        return r.downstream_ms
-
-    for r in wl.roots:
-        down(r)
+    def outcome(self) -> Outcome:
+        """Every request's terminal state, in the order they reached it (after :meth:`run`)."""
+        if self._out is None:
+            order = np.array(self._done, np.int64)
+            wl = self.workload
+            deadline = (wl.t_ms + wl.slo_ms)[order]
+            end = self._end_a[order]
+            dropped = np.frombuffer(self._dropped, np.uint8)[order].astype(bool)
+            status = np.where(dropped, _DROPPED, np.where(end <= deadline, _OK, _LATE)).astype(np.int8)
+            self._out = Outcome(
+                models=list(wl.models), processors=[p.name for p in self.processors], id=order,
+                model=wl.model[order], frame=wl.frame[order], status=status,
+                ready_ms=np.array(self._ready)[order], start_ms=self._start_a[order],
+                end_ms=end, deadline_ms=deadline, processor=self._where[order].astype(np.int32),
+                reasons=self._reasons)
+        return self._out

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from scheduler.timeline import STATUSES, RequestRecord
 
 _RT_K = 15.0
 _NUM = re.compile(r"-?\d+(?:\.\d+)?")
@@ -43,54 +46,113 @@ def realtime_score(end_ms: float, deadline_ms: float) -> float:
     return 1.0 / (1.0 + math.exp(x))
 
 
-def _block(rows: Sequence[tuple[str, float, float, float, str]]) -> dict[str, Any]:
-    """Figures for rows of (status, ready_ms, end_ms, deadline_ms, processor_kind)."""
-    n = len(rows)
-    ok = sum(1 for r in rows if r[0] == "ok")
-    late = sum(1 for r in rows if r[0] == "late")
-    dropped = sum(1 for r in rows if r[0] == "dropped")
-    failed = sum(1 for r in rows if r[0] == "failed")
-    lat = np.array([r[2] - r[1] for r in rows if r[0] in ("ok", "late")], dtype=float)
-    score = sum(realtime_score(r[2], r[3]) for r in rows)
+@dataclass(frozen=True, slots=True, eq=False)
+class Outcome:
+    """Every request's terminal state, one numpy column each, in the order they reached it.
+
+    Attributes:
+        id: request ids (int64).
+        model: codes into ``models`` (int32). frame: frame numbers (int64).
+        status: codes into :data:`~scheduler.timeline.STATUSES` (int8: ok, late, dropped, failed).
+        ready_ms: when it became ready (arrival; a cascade stage: its upstream's end). For a request
+            dropped before it was ready (its upstream was dropped): the drop time.
+        start_ms, end_ms: NaN for a request that never ran.
+        deadline_ms: absolute deadline (``inf`` for none).
+        processor: index into ``processors`` (int32; -1 for none).
+        reasons: drop reason by request id (dropped requests only).
+    """
+
+    models: list[str]
+    processors: list[str]
+    id: np.ndarray
+    model: np.ndarray
+    frame: np.ndarray
+    status: np.ndarray
+    ready_ms: np.ndarray
+    start_ms: np.ndarray
+    end_ms: np.ndarray
+    deadline_ms: np.ndarray
+    processor: np.ndarray
+    reasons: dict[int, str]
+
+    def __len__(self) -> int:
+        return len(self.id)
+
+    def records(self) -> list[RequestRecord]:
+        """One :class:`RequestRecord` per request, in this order.
+
+        A time that is not a number is the one ``math.nan`` object, so records of two runs compare equal.
+        """
+        models, procs, reasons = self.models, self.processors + [""], self.reasons
+        nan = math.nan
+        return [
+            RequestRecord(i, models[m], STATUSES[st], rd, dl, procs[p], sm if sm == sm else nan,  # noqa: PLR0124
+                          em if em == em else nan, fr, reasons.get(i, ""))  # noqa: PLR0124
+            for i, m, st, rd, dl, p, sm, em, fr in zip(
+                self.id.tolist(), self.model.tolist(), self.status.tolist(), self.ready_ms.tolist(),
+                self.deadline_ms.tolist(), self.processor.tolist(), self.start_ms.tolist(),
+                self.end_ms.tolist(), self.frame.tolist())
+        ]
+
+
+def realtime_scores(end_ms: np.ndarray, deadline_ms: np.ndarray) -> np.ndarray:
+    """:func:`realtime_score` of many requests at once (0 where ``end_ms`` is NaN)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        x = _RT_K * (end_ms - deadline_ms)
+        out = 1.0 / (1.0 + np.exp(np.minimum(x, 700.0)))
+    out[x > 700.0] = 0.0
+    out[np.isinf(deadline_ms)] = 1.0
+    out[np.isnan(end_ms)] = 0.0
+    return out
+
+
+def _block(status: np.ndarray, latency: np.ndarray, score: np.ndarray, cloud: np.ndarray) -> dict[str, Any]:
+    """Figures for the requests of one block (columns already cut to it)."""
+    n = int(status.size)
+    counts = np.bincount(status, minlength=4) if n else np.zeros(4, np.int64)
+    ran = status <= 1
+    lat = latency[ran]
+    ok = int(counts[0])
     return {
         "requests": n,
         "ok": ok,
-        "late": late,
-        "dropped": dropped,
-        "failed": failed,
+        "late": int(counts[1]),
+        "dropped": int(counts[2]),
+        "failed": int(counts[3]),
         "slo_met_rate": round(ok / n, 6) if n else 0.0,
         "p50_ms": round(float(np.percentile(lat, 50)), 4) if lat.size else None,
         "p99_ms": round(float(np.percentile(lat, 99)), 4) if lat.size else None,
-        "offloaded": sum(1 for r in rows if r[4] == "cloud"),
-        "realtime_score": round(score / n, 6) if n else 0.0,
+        "offloaded": int(cloud.sum()),
+        "realtime_score": round(float(score.sum()) / n, 6) if n else 0.0,
     }
 
 
-def summarize(done: Iterable[Any], processors: Sequence[tuple[str, str, int, float, int]],
+def summarize(out: Outcome, processors: Sequence[tuple[str, str, int, float, int]],
               span_ms: float) -> dict[str, Any]:
-    """Summary of finished requests.
+    """Summary of a run's :class:`Outcome`.
 
     Args:
-        done: objects with ``model``, ``status``, ``ready_ms``, ``end_ms``,
-            ``deadline_ms``, ``processor`` and ``reason`` (simulated requests).
-        processors: ``(name, kind, slots, busy_ms, runs)`` per processor.
+        out: every request's terminal state.
+        processors: ``(name, kind, slots, busy_ms, runs)`` per processor, in ``out.processors`` order.
         span_ms: the run's span in virtual ms (for utilization).
     """
-    kind_of = {p[0]: p[1] for p in processors}
-    rows: list[tuple[str, float, float, float, str]] = []
-    per: dict[str, list[tuple[str, float, float, float, str]]] = {}
+    status = out.status.astype(np.int64)
+    latency = out.end_ms - out.ready_ms
+    score = realtime_scores(out.end_ms, out.deadline_ms)
+    kinds = np.array([p[1] == "cloud" for p in processors] + [False], bool)
+    cloud = kinds[out.processor]          # -1 picks the trailing False
+    res = _block(status, latency, score, cloud)
     reasons: dict[str, int] = {}
-    for r in done:
-        row = (r.status, r.ready_ms, r.end_ms, r.deadline_ms, kind_of.get(r.processor, ""))
-        rows.append(row)
-        per.setdefault(r.model, []).append(row)
-        if r.status == "dropped":
-            kind = reason_kind(r.reason)
-            reasons[kind] = reasons.get(kind, 0) + 1
-    out = _block(rows)
-    out["drop_reasons"] = dict(sorted(reasons.items()))
-    out["per_model"] = {m: _block(per[m]) for m in sorted(per)}
-    out["per_processor"] = {
+    for rid in out.id[status == 2].tolist():
+        kind = reason_kind(out.reasons.get(rid, ""))
+        reasons[kind] = reasons.get(kind, 0) + 1
+    res["drop_reasons"] = dict(sorted(reasons.items()))
+    per: dict[str, dict[str, Any]] = {}
+    for code in np.unique(out.model).tolist():
+        m = out.model == code
+        per[out.models[code]] = _block(status[m], latency[m], score[m], cloud[m])
+    res["per_model"] = dict(sorted(per.items()))
+    res["per_processor"] = {
         name: {
             "kind": kind,
             "requests": runs,
@@ -99,4 +161,4 @@ def summarize(done: Iterable[Any], processors: Sequence[tuple[str, str, int, flo
         }
         for name, kind, slots, busy, runs in processors
     }
-    return out
+    return res

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import gc
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,10 +19,10 @@ from scheduler.errors import ConfigError
 from scheduler.profile import DeviceProfile
 from scheduler.registry import make_policy
 from scheduler.sim.driver import Simulation
-from scheduler.sim.metrics import summarize
+from scheduler.sim.metrics import Outcome, summarize
 from scheduler.sim.profiles import load_profile
 from scheduler.sim.trace import read_trace
-from scheduler.sim.workload import Burst, Request, apply_scaling, build_scenario
+from scheduler.sim.workload import Burst, apply_scaling, build_scenario
 from scheduler.timeline import RequestRecord
 from scheduler.types import Policy
 
@@ -66,14 +65,18 @@ class SimConfig:
 
 @dataclass(slots=True)
 class SimResult:
-    """A finished run: ``summary()`` figures, ``records`` per request, the inputs it ran on."""
+    """A finished run: ``summary()`` figures, ``records`` per request, the inputs it ran on.
+
+    ``outcome`` holds every request's terminal state as numpy columns (what ``summary`` and
+    ``records`` are computed from); ``processors`` is ``(name, kind, slots, busy_ms, runs)`` each.
+    """
 
     config: SimConfig
     profile: DeviceProfile
     policy_name: str
     workload_name: str
     processors: list[tuple[str, str, int, float, int]]
-    done: list[Request]
+    outcome: Outcome
     span_ms: float
     decisions: int
     events: int
@@ -93,20 +96,16 @@ class SimResult:
                 "decisions": self.decisions,
                 "events": self.events,
             }
-            s.update(summarize(self.done, self.processors, self.span_ms))
+            s.update(summarize(self.outcome, self.processors, self.span_ms))
             s["wall_s"] = round(self.wall_s, 4)
-            s["wall_requests_per_s"] = round(len(self.done) / self.wall_s, 1) if self.wall_s > 0 else None
+            s["wall_requests_per_s"] = round(len(self.outcome) / self.wall_s, 1) if self.wall_s > 0 else None
             self._summary = s
         return dict(self._summary)
 
     @property
     def records(self) -> list[RequestRecord]:
         """One :class:`RequestRecord` per request, in the order they reached a terminal status."""
-        return [
-            RequestRecord(r.id, r.model, r.status, r.ready_ms, r.deadline_ms, r.processor,
-                          r.start_ms if r.status != "dropped" else math.nan, r.end_ms, r.frame, r.reason)
-            for r in self.done
-        ]
+        return self.outcome.records()
 
     @property
     def processor_names(self) -> list[str]:
@@ -145,7 +144,7 @@ def run_simulation(config: SimConfig, progress: Callable[[float], None] | None =
         sim = Simulation(wl, profile, policy, seed=config.seed, noise=config.noise,
                          cloud_noise=config.cloud_noise, offload=config.offload, cloud_slots=config.cloud_slots,
                          dispatch_ms=config.dispatch_ms)
-        last_t = wl.roots[-1].t_ms if wl.roots else 0.0
+        last_t = float(wl.t_ms[-1]) if len(wl) else 0.0
         tick = None
         if progress is not None:
             def tick(now_ms: float) -> None:
@@ -159,10 +158,10 @@ def run_simulation(config: SimConfig, progress: Callable[[float], None] | None =
             gc.enable()
     if progress is not None:
         progress(1.0)
-    span = max(sim.loop.now_ms, (config.duration_s or 0.0) * 1000.0 if config.scenario else 0.0)
+    span = max(sim.now_ms, (config.duration_s or 0.0) * 1000.0 if config.scenario else 0.0)
     return SimResult(
         config=config, profile=profile, policy_name=getattr(policy, "name", type(policy).__name__),
         workload_name=wl.name,
         processors=[(p.name, p.kind, p.slots, p.busy_ms, p.n_runs) for p in sim.processors],
-        done=sim.done, span_ms=span, decisions=sim.decisions, events=sim.loop.events_run, wall_s=wall,
+        outcome=sim.outcome(), span_ms=span, decisions=sim.decisions, events=sim.events, wall_s=wall,
     )

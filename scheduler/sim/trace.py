@@ -125,8 +125,9 @@ def parse_trace(lines: Iterable[str], name: str = "<trace>", seed: int = 0) -> W
     order = sorted(reqs, key=lambda r: (r.t_ms, line_of[r.id]))
     for i, r in enumerate(order):
         r.id = i
-    roots = [r for r in order if r.parent is None]
-    return Workload(f"trace {name}", roots, order, origin)
+    wl = Workload.from_requests(f"trace {name}", order, origin)
+    wl._objects = order
+    return wl
 
 
 def _check_cycles(reqs: list[Request], line_of: dict[int, int], name: str) -> None:

@@ -28,6 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler.errors import ConfigError, did_you_mean
+from scheduler.sim.columns import Request, Workload
+
+__all__ = ["SCENARIOS", "Burst", "Request", "Stream", "Workload", "apply_scaling", "build_scenario",
+           "scenario_names"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,80 +119,12 @@ def scenario_names() -> list[str]:
     return list(SCENARIOS)
 
 
-class Request:
-    """One simulated request: what the workload says plus the driver's run-time state.
-
-    Times in ms of virtual time. ``t_ms`` is the frame time (a cascade stage
-    becomes ready later, when ``parent`` completes); the deadline is
-    ``t_ms + slo_ms``. ``fires`` is False for a cascade stage whose
-    probability draw said it does not fire (it is then not a request at all).
-    """
-
-    __slots__ = ("id", "_key", "t_ms", "model", "slo_ms", "parent", "p", "stream", "frame", "fires",
-                 "children", "deadline_ms", "downstream_ms", "z", "view", "ready_ms", "start_ms", "exp_ms",
-                 "origin", "status", "processor", "end_ms", "reason", "proc")
-
-    def __init__(self, id: int, key: str | None, t_ms: float, model: str, slo_ms: float, stream: str,
-                 frame: int = -1, parent: Request | None = None, p: float = 1.0, fires: bool = True,
-                 origin: str = "") -> None:
-        self.id = id
-        self._key = key
-        self.t_ms = t_ms
-        self.model = model
-        self.slo_ms = slo_ms
-        self.stream = stream
-        self.frame = frame
-        self.parent = parent
-        self.p = p
-        self.fires = fires
-        self.children: list[Request] | None = None
-        self.deadline_ms = t_ms + slo_ms
-        self.downstream_ms = 0.0
-        self.z = 0.0
-        self.view = None
-        self.ready_ms = math.nan
-        self.start_ms = math.nan
-        self.exp_ms = 0.0
-        self.origin = origin
-        self.status = ""
-        self.processor = ""
-        self.end_ms = math.nan
-        self.reason = ""
-        self.proc = None   # the simulated processor running it
-
-    @property
-    def key(self) -> str:
-        """The request's id string (a trace line's ``id``; ``stream/frame`` for a scenario)."""
-        return self._key if self._key is not None else f"{self.stream}/{self.frame}"
-
-    def __repr__(self) -> str:
-        return f"Request({self.key!r}, {self.model!r}, t={self.t_ms:.3f} ms)"
-
-
-@dataclass(slots=True)
-class Workload:
-    """Requests ready to simulate: ``roots`` sorted by time (no parent), every request in ``all``.
-
-    ``origin[model]`` says where a model was first named (``file:line`` or
-    the scenario), for error messages.
-    """
-
-    name: str
-    roots: list[Request]
-    all: list[Request]
-    origin: dict[str, str]
-
-    @property
-    def n_firing(self) -> int:
-        """How many requests will exist (cascade stages whose draw fired, whose parents fire)."""
-        return sum(1 for r in self.all if r.fires)
-
-
 def build_scenario(name: str, duration_s: float, load: float = 1.0, burst: Burst | None = None,
                    seed: int = 0) -> Workload:
     """The requests of scenario ``name`` over ``[0, duration_s)``, scaled by ``load`` and ``burst``.
 
-    Cascade probabilities are drawn from ``numpy.random.default_rng([seed, 1])``.
+    Cascade probabilities are drawn from ``numpy.random.default_rng([seed, 1])``. Built in bulk
+    with numpy: one block of frames per stream and copy, then one stable sort by (time, copy, stream).
 
     Raises:
         ConfigError: unknown scenario (with "did you mean"), or a bad load/duration.
@@ -209,62 +145,77 @@ def build_scenario(name: str, duration_s: float, load: float = 1.0, burst: Burst
         w0 = burst.start_s * 1000.0
         w1 = min(end_ms, w0 + burst.duration_s * 1000.0)
         copies += [(f"#b{k}", k / (n + 1), q, w0, w1) for k, q in burst.copies()]
-    origin = f"scenario {name}"
-    ts: list[float] = []        # sort keys: time, then copy and stream order
-    order: list[int] = []
-    reqs: list[Request] = []
-    ids = 0
+    model_names = list(dict.fromkeys(s.model for s in streams))
+    model_code = {m: i for i, m in enumerate(model_names)}
+    stream_names: list[str] = []
+    blocks: list[tuple[np.ndarray, ...]] = []   # (t, slo, model, stream, frame, parent (creation index), fires, p, order)
+    made = 0                                    # requests created so far (creation index of the next one)
     for ci, (suffix, phase, q, w0, w1) in enumerate(copies):
-        made: dict[str, list[Request | None]] = {}
+        # stream model -> per frame of the copy's window: creation index of its request (-1 where the frame
+        # has none), frame time, whether it fires
+        by_model: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         for si, s in enumerate(streams):
             rate = s.fps * load   # requests per second
             period = 1000.0 / rate
             slo = 1000.0 / s.fps
-            key = s.model + suffix
-            first = math.ceil((w0 - phase * period) / period - 1e-9)
+            sc = len(stream_names)
+            stream_names.append(s.model + suffix)
+            order = ci * 1000 + si
+            first = max(math.ceil((w0 - phase * period) / period - 1e-9), 0)
             last = math.ceil((w1 - phase * period) / period - 1e-9)   # exclusive
-            first = max(first, 0)
             nf = max(0, last - first)
-            fire_q = (rng.random(nf) < q).tolist() if q < 1.0 else None
+            # a copy with q < 1 draws one number per frame of every stream, cascade stages included
+            # (their own draws decide); the fixed draw order keeps each seed's workload
+            drawn = rng.random(nf) < q if q < 1.0 else None
             if s.after is None:
-                out: list[Request | None] = []
-                for j in range(nf):
-                    f = first + j
-                    t = (f + phase) * 1000.0 / rate if phase else f * 1000.0 / rate   # exact on frame grids
-                    if fire_q is not None and not fire_q[j]:
-                        out.append(None)
-                        continue
-                    r = Request(ids, None, t, s.model, slo, key, f, origin=origin)
-                    ids += 1
-                    out.append(r)
-                    ts.append(t)
-                    order.append(ci * 1000 + si)
-                    reqs.append(r)
-                made[s.model] = out
+                exists = drawn if drawn is not None else np.ones(nf, bool)
+                f = np.arange(first, first + nf, dtype=np.int64)
+                t = (f + phase) * 1000.0 / rate if phase else f * 1000.0 / rate   # exact on frame grids
+                k = int(exists.sum())
+                idx = np.full(nf, -1, np.int64)
+                idx[exists] = np.arange(made, made + k)
+                f, t = f[exists], t[exists]
+                blocks.append((t, np.full(k, slo), np.full(k, model_code[s.model], np.int32),
+                               np.full(k, sc, np.int32), f, np.full(k, -1, np.int64), np.ones(k, bool),
+                               np.full(k, 1.0), np.full(k, order, np.int64)))
+                by_model[s.model] = (idx, _expand(t, exists), exists)
             else:
-                parents = made[s.after]
-                draws = (rng.random(len(parents)) < s.p).tolist()
-                kids: list[Request | None] = []
-                for j, par in enumerate(parents):
-                    if par is None:
-                        kids.append(None)
-                        continue
-                    r = Request(ids, None, par.t_ms, s.model, slo, key, par.frame, parent=par,
-                                p=s.p, fires=draws[j], origin=origin)
-                    ids += 1
-                    if par.children is None:
-                        par.children = []
-                    par.children.append(r)
-                    kids.append(r)
-                    ts.append(r.t_ms)
-                    order.append(ci * 1000 + si)
-                    reqs.append(r)
-                made[s.model] = kids
-    every = [reqs[i] for i in np.lexsort((np.array(order), np.array(ts))).tolist()]
-    for i, r in enumerate(every):   # ids in time order, so ids are deterministic and readable
-        r.id = i
-    roots = [r for r in every if r.parent is None]
-    return Workload(f"scenario {name}", roots, every, {s.model: origin for s in streams})
+                pidx, pt, pfires = by_model[s.after]
+                draws = rng.random(len(pidx)) < s.p
+                exists = pidx >= 0
+                k = int(exists.sum())
+                idx = np.full(len(pidx), -1, np.int64)
+                idx[exists] = np.arange(made, made + k)
+                par = pidx[exists]
+                blocks.append((pt[exists], np.full(k, slo), np.full(k, model_code[s.model], np.int32),
+                               np.full(k, sc, np.int32), _frames_of(blocks, par), par,
+                               draws[exists] & pfires[exists], np.full(k, float(s.p)),
+                               np.full(k, order, np.int64)))
+                by_model[s.model] = (idx, pt, draws & pfires)
+            made += blocks[-1][0].size
+    cols = [np.concatenate([b[j] for b in blocks]) for j in range(9)]
+    t, slo, model, stream, frame, parent, fires, p, order = cols
+    perm = np.lexsort((order, t))   # by time, then copy and stream order; stable
+    new_id = np.empty_like(perm)
+    new_id[perm] = np.arange(perm.size)
+    parent = parent[perm]
+    parent = np.where(parent >= 0, new_id[np.maximum(parent, 0)], -1)
+    origin = f"scenario {name}"
+    return Workload(f"scenario {name}", model_names, stream_names, t[perm], slo[perm], model[perm],
+                    stream[perm], frame[perm], parent, fires[perm], p[perm], {m: origin for m in model_names})
+
+
+def _expand(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``values`` (one per True of ``mask``) spread over ``mask``'s positions (0 elsewhere)."""
+    out = np.zeros(mask.size, values.dtype)
+    out[mask] = values
+    return out
+
+
+def _frames_of(blocks: list[tuple[np.ndarray, ...]], creation_idx: np.ndarray) -> np.ndarray:
+    """Frame numbers of already created requests, by creation index."""
+    frames = np.concatenate([b[4] for b in blocks]) if blocks else np.zeros(0, np.int64)
+    return frames[creation_idx]
 
 
 def apply_scaling(wl: Workload, load: float = 1.0, duration_s: float | None = None,
@@ -279,13 +230,14 @@ def apply_scaling(wl: Workload, load: float = 1.0, duration_s: float | None = No
         raise ConfigError(f"--load must be > 0, got {load}")
     if duration_s is not None and not duration_s > 0:
         raise ConfigError(f"--duration must be > 0 s, got {duration_s}")
-    for r in wl.all:
+    reqs = wl.all
+    for r in reqs:
         r.t_ms = r.t_ms / load
         r.deadline_ms = r.t_ms + r.slo_ms
-    keep = wl.all
+    keep = reqs
     if duration_s is not None:
         end = duration_s * 1000.0
-        keep = [r for r in wl.all if _root(r).t_ms < end]
+        keep = [r for r in reqs if _root(r).t_ms < end]
     if burst is not None:
         rng = np.random.default_rng([seed, 2])
         w0, w1 = burst.start_s * 1000.0, (burst.start_s + burst.duration_s) * 1000.0
@@ -311,10 +263,15 @@ def apply_scaling(wl: Workload, load: float = 1.0, duration_s: float | None = No
                 extra.append(c)
         keep = keep + extra
     keep = sorted(keep, key=lambda r: r.t_ms)   # stable: keeps the trace's line order at one time
+    kept = {id(r) for r in keep}
+    for r in keep:   # a cascade stage cut off with its root, or a clone's children, are not in `keep`
+        if r.children:
+            r.children = [c for c in r.children if id(c) in kept]
     for i, r in enumerate(keep):
         r.id = i
-    roots = [r for r in keep if r.parent is None]
-    return Workload(wl.name, roots, keep, wl.origin)
+    out = Workload.from_requests(wl.name, keep, wl.origin)
+    out._objects = keep
+    return out
 
 
 def _depth(r: Request) -> int:

@@ -24,10 +24,14 @@ CASES = [
     # cascade-aware: r0's frame deadline is later but 9 ms of downstream work leaves it 11 ms
     ("cascade-aware", view([req(0, "b", deadline=15.0), req(1, "b", deadline=20.0, downstream=9.0)], CG, LAT),
      0.0, [(1, "gpu"), (0, "cpu")]),
-    # idle first: the idle cpu makes the deadline with 20 % headroom (12 <= 30), so "a" starts there now
-    # rather than waiting for the faster gpu (busy until 3)
-    ("idle first", view([req(0, "a", deadline=30.0)], [proc("cpu"), proc("gpu", busy_until=3.0)], LAT), 0.0,
+    # idle first: the idle cpu makes the deadline with 20 % headroom (12 <= 30) and the faster gpu, busy
+    # until 9, would finish at 11, not sooner by more than its own run time (11 + 2 >= 10): start on the cpu
+    ("idle first", view([req(0, "a", deadline=30.0)], [proc("cpu"), proc("gpu", busy_until=9.0)], LAT), 0.0,
      [(0, "cpu")]),
+    # earliest finish: the gpu, busy until 3, finishes at 5, sooner than the idle cpu (10) by more than its
+    # run time (5 + 2 < 10): the request waits for the gpu (late dispatch) instead of taking the slow cpu
+    ("earliest finish over idle", view([req(0, "a", deadline=30.0)], [proc("cpu"), proc("gpu", busy_until=3.0)],
+                                       LAT), 0.0, []),
     # late dispatch: the cpu is too slow for a deadline of 11 (12 > 11); the gpu makes it after its
     # current job (3 + 2 * 1.2 <= 11), so the request waits for it, pending, instead of queueing
     ("late dispatch", view([req(0, "a", deadline=11.0)], [proc("cpu"), proc("gpu", busy_until=3.0)], LAT), 0.0, []),

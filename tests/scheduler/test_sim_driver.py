@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.errors import EdgeRTError
 from scheduler.profile import CloudSpec, DeviceProfile, ProcessorSpec
-from scheduler.sim import LEFT_UNPLACED, SimConfig, parse_trace, run_simulation
+from scheduler.sim import SimConfig, left_unplaced, parse_trace, run_simulation
 from scheduler.sim.driver import Simulation
 from scheduler.types import Assignment, SchedulerView
 
@@ -58,9 +58,11 @@ def test_requests_left_pending_with_idle_processors_are_dropped(tmp_path):
     pol = NeverPlacesDouble()
     p = _trace(tmp_path, [{"t_ms": 0.0, "model": "det", "slo_ms": 30}, {"t_ms": 5.0, "model": "tiny"}])
     res = run_simulation(SimConfig(trace=p, profile=_profile(), scheduler=pol, offload=False))
-    assert [(r.status, r.reason) for r in res.records] == [("dropped", LEFT_UNPLACED)] * 2
+    why = "left unplaced by scheduler 'never_places_double' while every processor that could run it was idle"
+    assert left_unplaced("never_places_double") == why          # the live runtime's wording
+    assert [(r.status, r.reason) for r in res.records] == [("dropped", why)] * 2
     assert len(pol.views) == 2 and pol.views[0].pending[0].model == "det"
-    assert res.summary()["drop_reasons"] == {LEFT_UNPLACED: 2}
+    assert res.summary()["drop_reasons"] == {why: 2}
 
 
 def test_queue_is_fifo_one_at_a_time_and_views_show_busy_and_queue(tmp_path):
@@ -146,9 +148,42 @@ def test_cloud_view_shows_a_free_slot_as_not_busy(tmp_path):
     now, v = pol.views[2]
     c = next(x for x in v.processors if x.name == "cloud")
     assert now == 2.0 and c.kind == "cloud" and c.busy_until_ms == 22.0 and c.n_queued == 0   # both slots busy
+    assert (c.slots, c.free_slots) == (2, 0)
     now, v = pol.views[1]
     c = next(x for x in v.processors if x.name == "cloud")
     assert c.busy_until_ms <= now and c.is_idle(now)                                        # one slot free
+    assert (c.slots, c.free_slots) == (2, 1)
+    assert all((x.slots, x.free_slots) == (1, 1) for x in v.processors if x.kind != "cloud")
+
+
+class NewestWhenIdleDouble:
+    """Test double: places the newest pending request on the cpu, and only while the cpu has a free slot."""
+
+    name: ClassVar[str] = "newest_when_idle_double"
+
+    def __init__(self) -> None:
+        self.views: list[tuple[float, tuple[str, ...]]] = []
+
+    def decide(self, view, now_ms):
+        self.views.append((now_ms, tuple(r.model for r in view.pending)))
+        cpu = next(p for p in view.processors if p.name == "cpu")
+        if cpu.free_slots and not cpu.n_queued:
+            return [Assignment(view.pending[-1].id, "cpu")]
+        return []
+
+
+def test_cascade_stage_is_pending_when_its_parents_processor_is_decided_on(tmp_path):
+    # as edgert.Runtime._run: the finished request's callbacks submit its cascade stage first,
+    # then the policy is asked about the freed processor, with the stage among the pending requests
+    rows = [{"t_ms": 0.0, "model": "det", "id": "a", "slo_ms": 100},
+            {"t_ms": 0.0, "model": "tiny", "id": "b", "after": "a", "slo_ms": 100},
+            {"t_ms": 1.0, "model": "det", "id": "c", "slo_ms": 100}]
+    pol = NewestWhenIdleDouble()
+    res = run_simulation(SimConfig(trace=_trace(tmp_path, rows), profile=_profile(), scheduler=pol, noise=0.0,
+                                   offload=False))
+    assert (10.0, ("det", "tiny")) in pol.views            # one decision at a's end, b already pending
+    start = {r.id: r.start_ms for r in res.records}
+    assert start == {0: 0.0, 1: 10.0, 2: 11.0}             # b (id 1) takes the cpu first, then c
 
 
 def test_offload_false_removes_the_cloud():
@@ -168,7 +203,7 @@ def test_estimator_seeded_from_profile_and_updated_by_ema(tmp_path):
     assert sim.estimator.expected_ms("det", "gpu") == 4.0 and sim.estimator.expected_ms("tiny", "gpu") is None
     assert sim.estimator.alpha == 0.1
     sim.run()
-    lat = [r.end_ms - r.start_ms for r in sorted(sim.done, key=lambda r: r.end_ms)]
+    lat = [r.end_ms - r.start_ms for r in sorted(sim.outcome().records(), key=lambda r: r.end_ms)]
     est = 4.0
     for x in lat:
         est += 0.1 * (x - est)
@@ -181,7 +216,7 @@ def test_upstream_drop_drops_the_cascade_stage(tmp_path):
             {"t_ms": 0.0, "model": "tiny", "id": "b", "after": "a", "slo_ms": 30}]
     res = run_simulation(SimConfig(trace=_trace(tmp_path, rows), profile=_profile(), scheduler=NeverPlacesDouble()))
     by = {r.model: r for r in res.records}
-    assert by["det"].reason == LEFT_UNPLACED
+    assert by["det"].reason == left_unplaced("never_places_double")
     assert by["tiny"].status == "dropped" and by["tiny"].reason == "upstream request 'a' was dropped"
 
 
@@ -196,3 +231,35 @@ def test_every_registered_policy_runs_every_request_to_one_terminal_status(polic
     s = res.summary()
     assert s["requests"] == s["ok"] + s["late"] + s["dropped"] + s["failed"]
     assert s["requests"] == sum(m["requests"] for m in s["per_model"].values())
+
+
+class RecordingCpuDouble:
+    """Test double: puts everything on the cpu and records the cpu's view with the estimates at that time."""
+
+    name: ClassVar[str] = "recording_cpu_double"
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[float, object, float, float]] = []
+
+    def decide(self, view, now_ms):
+        cpu = next(p for p in view.processors if p.name == "cpu")
+        est = view.estimator.expected_ms
+        self.seen.append((now_ms, cpu, est("det", "cpu"), est("tiny", "cpu")))
+        return [Assignment(r.id, "cpu") for r in view.pending]
+
+
+def test_processor_view_is_built_from_the_estimator_now_as_the_live_runtime_builds_it(tmp_path):
+    # edgert.Runtime._view: busy_until = start + expected latency, queued_ms = sum of the queue's expected
+    # latencies, both from the estimator at view time (it moves as runs finish)
+    rows = [{"t_ms": 0.0, "model": "det"}] * 3 + [{"t_ms": 1.0, "model": "tiny"}, {"t_ms": 12.0, "model": "tiny"}]
+    pol = RecordingCpuDouble()
+    res = run_simulation(SimConfig(trace=_trace(tmp_path, rows), profile=_profile(), scheduler=pol, noise=0.3,
+                                   offload=False))
+    first_end = min(r.end_ms for r in res.records)
+    assert first_end < 12.0                                  # one det has finished by t = 12 ...
+    now, cpu, det, tiny = pol.seen[-1]
+    assert now == 12.0 and det != 10.0                       # ... and moved the estimate off the profile's 10 ms
+    assert (cpu.slots, cpu.free_slots, cpu.n_queued) == (1, 0, 2)   # one det runs; one det and one tiny wait
+    assert cpu.queued_ms == pytest.approx(det + tiny)
+    second = sorted(res.records, key=lambda r: r.start_ms)[1]
+    assert cpu.busy_until_ms == pytest.approx(second.start_ms + det)

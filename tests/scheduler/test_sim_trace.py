@@ -10,7 +10,13 @@ import pytest
 
 from scheduler.errors import TraceError
 from scheduler.profile import DeviceProfile, ProcessorSpec
-from scheduler.sim import SimConfig, build_scenario, read_trace, run_simulation, write_trace
+from scheduler.sim import (
+    SimConfig,
+    build_scenario,
+    read_trace,
+    run_simulation,
+    write_trace,
+)
 
 
 def _write(tmp_path: Path, lines: list) -> Path:
@@ -145,3 +151,26 @@ def test_trace_load_and_duration_and_burst(tmp_path):
     from scheduler.sim import Burst
     burst = run_simulation(SimConfig(trace=p, profile=_profile(), burst=Burst(0.2, 0.3, 2.0)))
     assert burst.summary()["requests"] == 130
+
+
+def test_a_root_line_with_p_below_one_fires_by_its_draw(tmp_path):
+    lines = [{"t_ms": f * 20.0, "model": "palm", "id": str(f), "slo_ms": 20, "p": 0.0 if f % 2 else 1.0}
+             for f in range(40)]
+    res = run_simulation(SimConfig(trace=_write(tmp_path, lines), profile=_profile()))
+    assert res.summary()["requests"] == 20                           # the p = 0 half never arrives
+    assert all(r.arrival_ms % 40.0 == 0.0 for r in res.records)
+
+
+def test_trace_workload_columns_match_its_lines(tmp_path):
+    p = _write(tmp_path, [
+        {"t_ms": 5.0, "model": "hand", "slo_ms": 30.0, "id": "f1/hand", "after": "f1/palm", "frame": 1},
+        {"t_ms": 5.0, "model": "palm", "slo_ms": 30.0, "id": "f1/palm", "frame": 1},
+        {"t_ms": 0.0, "model": "palm", "id": "f0/palm"},
+    ])
+    wl = read_trace(p)
+    assert len(wl) == 3 and wl.keys_list() == ["f0/palm", "f1/hand", "f1/palm"]   # by time, then line
+    assert [wl.models[m] for m in wl.model.tolist()] == ["palm", "hand", "palm"]
+    assert wl.parent.tolist() == [-1, 2, -1] and wl.root_ids.tolist() == [0, 2]
+    assert math.isinf(wl.deadline_ms[0]) and wl.deadline_ms[1] == 35.0
+    hand = wl.all[1]
+    assert hand.parent is wl.all[2] and wl.all[2].children == [hand] and hand.key == "f1/hand"

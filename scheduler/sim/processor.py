@@ -1,0 +1,58 @@
+"""A simulated processor: its FIFO queue, its runs, and the ``ProcessorView`` a policy sees of it."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+from scheduler.sim._views import processor_view
+from scheduler.types import ProcessorView
+
+
+class SimProcessor:
+    """A simulated processor: a FIFO queue of request ids, ``slots`` parallel runs (1 except for the cloud)."""
+
+    __slots__ = ("name", "kind", "index", "slots", "running", "queue", "qcount", "view", "idle_view",
+                 "busy_ms", "n_runs", "lat")
+
+    def __init__(self, name: str, kind: str, slots: int = 1, index: int = 0) -> None:
+        self.name = name
+        self.kind = kind
+        self.index = index
+        self.slots = slots
+        self.running: list[int] = []         # ids of the requests it runs
+        self.queue: deque[int] = deque()     # ids assigned to it, not started (FIFO)
+        self.qcount: dict[int, int] = {}     # model code -> how many of the queue
+        self.view: ProcessorView | None = None
+        #: the view while it runs and queues nothing (the same every time, so built once)
+        self.idle_view = processor_view(name, kind, 0.0, 0.0, 0, True, slots, slots)
+        self.busy_ms = 0.0
+        self.n_runs = 0
+        #: by model code: (mean_ms, extra_ms, per-request noise factors by request id), None if unsupported
+        self.lat: list[tuple[float, float, list[float]] | None] = []
+
+    def make_view(self, start_ms: list[float], model_of: list[str], models: list[str],
+                  expected: Callable[[str, str], float | None]) -> ProcessorView:
+        """The policy's snapshot of this processor, as ``edgert.Runtime._view`` builds it.
+
+        ``busy_until_ms``: 0 while a slot is free, else the earliest ``start + expected latency`` of
+        its runs; ``queued_ms``: the expected latencies of its queue; both from the estimator now.
+        ``start_ms`` and ``model_of`` are by request id, ``models`` by model code.
+        """
+        free = self.slots - len(self.running)
+        queue = self.queue
+        if free == self.slots and not queue:
+            return self.idle_view
+        name = self.name
+        if free > 0:
+            busy = 0.0
+        elif self.slots == 1:
+            r = self.running[0]
+            busy = start_ms[r] + (expected(model_of[r], name) or 0.0)
+        else:
+            busy = min([start_ms[r] + (expected(model_of[r], name) or 0.0) for r in self.running])
+        queued = 0.0
+        if queue:
+            for m, k in self.qcount.items():
+                queued += k * (expected(models[m], name) or 0.0)
+        return processor_view(name, self.kind, busy, queued, len(queue), True, self.slots, free)
