@@ -17,7 +17,7 @@ Driver contract, the same in both drivers:
 * ``Assignment(processor=None)`` drops the request; ``reason`` is what the
   caller is told.
 * If a decision leaves requests pending while every processor that could run
-  them is idle, the driver drops them ("left unplaced by the policy") so no
+  them is idle, the driver drops them ("left unplaced by scheduler …") so no
   request waits forever.
 """
 
