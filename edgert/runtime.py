@@ -432,6 +432,8 @@ class Runtime:
                 and (allowed is None or w.name in allowed))
 
     def _drop_unplaceable_locked(self, now: float, done: list[tuple[Request, Result]]) -> None:
+        if not any(w.is_idle() for w in self._workers):
+            return  # a completion is coming, and with it another decision (load guarantees a session)
         for req in list(self._pending.values()):
             able = [w for w in self._workers if self._can_run(w, req)]
             if not able:

@@ -172,7 +172,14 @@ class OverloadPlan:
         return dict(self._shares)
 
     def fate(self, req: RequestView) -> int:
-        """Count a newly seen request and fix its fate (LOCAL, CLOUD or SHED) from the plan's shares."""
+        """Count a newly seen request and fix its fate (LOCAL, CLOUD or SHED) from the plan's shares.
+
+        A request without a deadline is best-effort: it can never be late, so it is neither
+        counted in the demand the plan guards nor offloaded or shed (always LOCAL).
+        """
+        if req.deadline_ms == math.inf:
+            self.fates[req.id] = LOCAL
+            return LOCAL
         m = req.model
         self._counts[m] = self._counts.get(m, 0) + 1
         self._budget[m] = req.deadline_ms - req.downstream_ms - req.arrival_ms

@@ -53,6 +53,12 @@ whose processors run one invocation at a time. One decision:
    time; this keeps slow processors from soaking up work the fast ones would
    finish twice as fast.
 
+7. **Window**: one decision looks at the ``window`` most urgent pending
+   requests (Band's planner likewise schedules within a window); the rest
+   wait for a later decision. This bounds a decision's cost when a client
+   floods the runtime (a decision runs under the runtime's lock); XR
+   workloads rarely have that many pending.
+
 No clock, no I/O, no randomness. The only state carried between decisions
 is the overload plan's (rates, shares, each pending request's fate), which
 changes only with requests not seen before and with ``now_ms``; the same
@@ -62,6 +68,7 @@ snapshot gives one answer. Times are ms.
 
 from __future__ import annotations
 
+import heapq
 from typing import ClassVar
 
 from scheduler.policies._overload import CLOUD, SHED, OverloadPlan
@@ -89,6 +96,7 @@ class EdgertPolicy:
             than this fraction of its own run time (and in time).
         plan: enable the overload plan (offload / shed shares by model).
         risky_margin: headroom for a request the plan sends to the cloud.
+        window: most pending requests one decision looks at (the most urgent).
         **plan_options: :class:`~scheduler.policies._overload.OverloadPlan`
             options (``target``, ``shed_target``, ``window_ms`` …).
 
@@ -99,15 +107,18 @@ class EdgertPolicy:
     name: ClassVar[str] = "edgert"
 
     __slots__ = ("cloud_margin", "eft_slack", "guard_ms", "margin", "plan", "risky_margin", "supersede",
-                 "use_plan")
+                 "use_plan", "window")
 
     def __init__(self, supersede: bool = True, margin: float = 0.2, cloud_margin: float = 0.4,
                  guard_ms: float = 5.0, eft_slack: float = 1.0, plan: bool = True, risky_margin: float = 0.15,
-                 **plan_options: float) -> None:
+                 window: int = 32, **plan_options: float) -> None:
         for label, value in (("margin", margin), ("cloud_margin", cloud_margin), ("guard_ms", guard_ms),
                              ("eft_slack", eft_slack), ("risky_margin", risky_margin)):
             if not value >= 0:
                 raise ValueError(f"{label} must be >= 0, got {value}")
+        if not (isinstance(window, int) and window >= 1):
+            raise ValueError(f"window must be an int >= 1, got {window!r}")
+        self.window = window
         self.supersede = supersede
         self.margin = margin
         self.cloud_margin = cloud_margin
@@ -168,7 +179,11 @@ class EdgertPolicy:
         placed: dict[str, tuple[int, int, float, RequestView]] = {}
         out: list[Assignment] = []
 
-        for req in (sorted(pending, key=_urgency) if len(pending) > 1 else pending):
+        if len(pending) > self.window:   # nsmallest is sorted(...)[:n], stable: ties keep arrival order
+            ordered = heapq.nsmallest(self.window, pending, key=_urgency)
+        else:
+            ordered = sorted(pending, key=_urgency) if len(pending) > 1 else pending
+        for req in ordered:
             fate = 0
             if use_plan:
                 fate = fates.get(req.id)
@@ -188,6 +203,8 @@ class EdgertPolicy:
                 out.append(Assignment.drop(req.id, _unsupported(req)))
                 continue
             deadline = req.deadline_ms
+            if deadline == _INF and min(ready) > now_ms:
+                continue  # best-effort work (it sorts last) and nothing can start now: it waits
             target = deadline - req.downstream_ms
             # earliest local finish; earliest among local processors free now that make it; earliest cloud
             li, lf, ii, iff, ci, cf, cms = -1, _INF, -1, _INF, -1, _INF, 0.0

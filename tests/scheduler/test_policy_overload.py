@@ -120,3 +120,10 @@ def test_greedy_utilization_bounds_the_fluid_optimum_from_above(seed):
     work = [[None if rng.random() < 0.2 else float(rng.random()) for _ in range(3)] for _ in range(6)]
     work = [row if any(v is not None for v in row) else [0.5, None, None] for row in work]
     assert greedy_utilization(work) >= fluid_utilization(work) - 1e-9
+
+
+def test_requests_without_deadline_are_never_shed_or_offloaded():
+    plan_ = OverloadPlan()
+    r = req(1, "m")  # no deadline
+    assert plan_.fate(r) == LOCAL
+    assert plan_._counts == {}
