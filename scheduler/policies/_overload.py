@@ -107,6 +107,8 @@ def greedy_utilization(work: Sequence[Sequence[float | None]]) -> float:
     if not work:
         return 0.0
     n = len(work[0])
+    if n == 0:
+        return 0.0
     loads = [0.0] * n
     rows = sorted(work, key=lambda r: -min((v for v in r if v is not None), default=0.0))
     for row in rows:
@@ -238,8 +240,11 @@ class OverloadPlan:
             return fluid_utilization([[None if ms is None else rate[c] * keep[c] * ms for ms in lat[c]]
                                       for c in range(n)])
 
+        if not local:
+            self._shares = {}
+            return
         greedy = greedy_utilization([[None if ms is None else rate[c] * ms for ms in lat[c]] for c in range(n)])
-        if greedy <= self.target or not local:   # an upper bound: the LP cannot say otherwise
+        if greedy <= self.target:   # an upper bound: the LP cannot say otherwise
             self.utilization = greedy
             self._shares = {}
             return

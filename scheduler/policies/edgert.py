@@ -203,7 +203,7 @@ class EdgertPolicy:
                 out.append(Assignment.drop(req.id, _unsupported(req)))
                 continue
             deadline = req.deadline_ms
-            if deadline == _INF and min(ready) > now_ms:
+            if deadline == _INF and ready and min(ready) > now_ms:
                 continue  # best-effort work (it sorts last) and nothing can start now: it waits
             target = deadline - req.downstream_ms
             # earliest local finish; earliest among local processors free now that make it; earliest cloud

@@ -134,3 +134,17 @@ def test_margin_sends_a_tight_local_fit_to_the_cloud():
 def test_negative_options_rejected(opt):
     with pytest.raises(ValueError, match=f"^{opt} must be >= 0, got -1$"):
         EdgertPolicy(**{opt: -1})
+
+
+def test_no_available_processor_decides_without_raising():
+    from scheduler.policies.edgert import EdgertPolicy
+    from scheduler.estimator import LatencyEstimator
+    from scheduler.types import ProcessorView, RequestView, SchedulerView
+
+    est = LatencyEstimator(seed={"m": {"cloud": 5.0}})
+    v = SchedulerView((RequestView(1, "m", 0.0), RequestView(2, "m", 0.0, 50.0)),
+                      (ProcessorView("cloud", "cloud", available=False, slots=4, free_slots=4),), est)
+    policy = EdgertPolicy()
+    for now in (0.0, 30.0, 60.0):   # past the first re-plan too
+        out = policy.decide(v, now)
+        assert all(a.processor is None for a in out)
