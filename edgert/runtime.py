@@ -17,7 +17,6 @@ caller's own thread, skipping two thread hand-offs.
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 from collections import deque
@@ -29,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from delegates.base import Delegate, Session
-from delegates.registry import all_delegates, resolve
+from delegates.base import Delegate
 from edgert.frame import Frame, current_frame
+from edgert.loader import check_delegate_names, cores, open_on_workers, profiled_ms, resolve_delegates
 from edgert.model import LoadedModel, Model, artifacts_of
 from edgert.result import DROPPED, FAILED, LATE, OK, Request, Result, outputs_dict
 from edgert.stats import ModelStats
@@ -39,12 +38,9 @@ from edgert.trace import TraceWriter
 from edgert.worker import Worker
 from scheduler.errors import (
     ConfigError,
-    DelegateUnavailable,
     EdgeRTError,
     InferenceError,
-    ModelLoadError,
     RequestDropped,
-    did_you_mean,
 )
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import DeviceProfile
@@ -105,7 +101,7 @@ class Runtime:
         self._closing = False
         self._stopping = False
         self._trace = TraceWriter(trace) if trace is not None else None
-        self._delegates = _resolve_delegates(delegates)
+        self._delegates = resolve_delegates(delegates)
         self._workers = self._make_workers(cpu_workers)
         if offload not in (None, "off"):
             from edgert.offload import make_cloud_worker  # noqa: PLC0415 - optional path
@@ -126,7 +122,7 @@ class Runtime:
         by_kind: dict[str, list[Delegate]] = {}
         for d in self._delegates:
             by_kind.setdefault(d.processor, []).append(d)
-        n_cpu = _cores() if cpu_workers is None else cpu_workers
+        n_cpu = cores() if cpu_workers is None else cpu_workers
         if not isinstance(n_cpu, int) or n_cpu < 0:
             raise ConfigError(f"cpu_workers must be a non-negative int or None, got {cpu_workers!r}")
         workers = [Worker(f"cpu{i}", "cpu", by_kind.get("cpu", []), self._lock)
@@ -179,43 +175,11 @@ class Runtime:
             name = arts[0].path.stem
         if name in self._models:
             raise ConfigError(f"a model named {name!r} is already loaded; pass another name=")
-        allowed_d = self._check_delegate_names(delegates)
+        allowed_d = check_delegate_names(delegates, self._delegates)
         lm = LoadedModel(name, arts, (), (), slo_ms)
         lm.then = tuple(then)
-        errors: list[str] = []
-        chosen: dict[tuple[str, ...], tuple[Delegate, float | None]] = {}
-        opened: list[tuple[Worker, Delegate, Session, float | None]] = []
-        for w in self._workers:
-            cands = w.candidates(lm, allowed_d)
-            if not cands:
-                continue
-            key = (w.kind, *(d.name for d in cands))
-            if key in chosen:  # an identical worker already picked the fastest delegate
-                cands = [chosen[key][0]]
-            best: tuple[Delegate, Session, float | None] | None = None
-            for d in cands:
-                try:
-                    s = w.open_model(lm, d)
-                    self._check_specs(lm, s, d)
-                except ModelLoadError as exc:
-                    errors.append(f"{d.name} on {w.name}: {exc}")
-                    continue
-                ms = chosen[key][1] if key in chosen else self._warmup(lm, s)
-                if best is None or (ms is not None and (best[2] is None or ms < best[2])):
-                    if best is not None:
-                        best[1].close()
-                    best = (d, s, ms)
-                else:
-                    s.close()
-            if best is not None:
-                chosen.setdefault(key, (best[0], best[2]))
-                opened.append((w, *best))
-        if not opened:
-            detail = "; ".join(errors) if errors else (
-                f"no delegate here takes {'/'.join(a.format for a in arts)} "
-                f"(delegates: {', '.join(d.name for d in self._delegates)})")
-            raise ModelLoadError(f"cannot load model {name!r}: {detail}")
-        profiled = self._profiled_ms(name)
+        opened = open_on_workers(lm, self._workers, allowed_d, self._delegates, self._warmup_runs)
+        profiled = profiled_ms(self._profile, name, self._workers)
         with self._lock:
             for w, d, s, ms in opened:
                 w.sessions[name] = (d, s)
@@ -548,73 +512,3 @@ class Runtime:
             fut = req.future
             if fut is not None and not fut.cancelled():
                 fut.set_result(res)
-
-    # -- load helpers ------------------------------------------------------------------------
-    def _check_delegate_names(self, names: Sequence[str] | None) -> tuple[str, ...] | None:
-        if names is None:
-            return None
-        if isinstance(names, str):
-            names = [names]
-        known = all_delegates()
-        mine = {d.name for d in self._delegates}
-        for n in names:
-            if n not in known:
-                raise did_you_mean("delegate", n, known)
-            reason = known[n].probe()
-            if reason is not None:
-                raise DelegateUnavailable(n, reason)
-            if n not in mine:
-                raise ConfigError(f"delegate {n!r} is available but this runtime was created without it; "
-                                  f"pass delegates=[..., {n!r}] to edgert.Runtime")
-        return tuple(names)
-
-    @staticmethod
-    def _check_specs(lm: LoadedModel, s: Session, d: Delegate) -> None:
-        if not lm.inputs:
-            lm.inputs, lm.outputs = s.inputs, s.outputs
-            return
-        if len(s.inputs) != len(lm.inputs) or len(s.outputs) != len(lm.outputs):
-            raise ModelLoadError(
-                f"the {d.formats[0]} artifact of {lm.name!r} has {len(s.inputs)} inputs / {len(s.outputs)} "
-                f"outputs but another artifact has {len(lm.inputs)} / {len(lm.outputs)}: they must be one network")
-
-    def _profiled_ms(self, model: str) -> dict[str, float]:
-        """The profile's latency (ms) of ``model`` per worker name (same name, else same kind)."""
-        if self._profile is None:
-            return {}
-        from edgert.profiling import seed_from_profile  # noqa: PLC0415 - only with a profile
-
-        tmp = LatencyEstimator()
-        seed_from_profile(tmp, self._profile, {w.name: w.kind for w in self._workers})
-        return {w.name: ms for w in self._workers if (ms := tmp.expected_ms(model, w.name)) is not None}
-
-    def _warmup(self, lm: LoadedModel, s: Session) -> float | None:
-        """Median ms of ``warmup_runs`` runs after one untimed run on zero inputs; None if it cannot run."""
-        feeds = [np.zeros(spec.concrete_shape(), spec.dtype) for spec in s.inputs]
-        try:
-            s.run(feeds)
-            times = []
-            for _ in range(max(1, self._warmup_runs)):
-                t = time.perf_counter()
-                s.run(feeds)
-                times.append((time.perf_counter() - t) * 1e3)
-        except EdgeRTError:
-            return None
-        return float(np.median(times))
-
-
-def _resolve_delegates(spec: str | Sequence[str | Delegate]) -> list[Delegate]:
-    """Registry names resolved (ConfigError / DelegateUnavailable), Delegate objects kept as given."""
-    if isinstance(spec, str):
-        return resolve(spec)
-    out: list[Delegate] = []
-    for item in spec:
-        out.extend([item] if isinstance(item, Delegate) else resolve([item]))
-    return out
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - macOS
-        return os.cpu_count() or 1

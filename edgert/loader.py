@@ -1,0 +1,152 @@
+"""Loading a model onto the runtime's workers: open, check, warm up, pick the fastest delegate.
+
+Kept apart from :mod:`edgert.runtime` (the request lifecycle): nothing here
+touches scheduling state, and everything here runs before a model is visible
+to the policy.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from delegates.base import Delegate, Session
+from delegates.registry import all_delegates, resolve
+from edgert.model import LoadedModel
+from edgert.worker import Worker
+from scheduler.errors import ConfigError, DelegateUnavailable, EdgeRTError, ModelLoadError, did_you_mean
+from scheduler.estimator import LatencyEstimator
+from scheduler.profile import DeviceProfile
+
+#: (worker, delegate, session, warm-up median ms or None when zeros cannot run it)
+Opened = tuple[Worker, Delegate, Session, "float | None"]
+
+
+def open_on_workers(lm: LoadedModel, workers: Sequence[Worker], allowed: tuple[str, ...] | None,
+                    delegates: Sequence[Delegate], warmup_runs: int) -> list[Opened]:
+    """Open ``lm`` on every worker that can run it, keeping per worker the delegate that warmed up fastest.
+
+    Identical workers (same kind and delegates, e.g. cpu0 and cpu1) reuse the first one's choice
+    and timing. Fills ``lm.inputs``/``lm.outputs`` from the first session opened.
+
+    Raises:
+        ModelLoadError: no worker could open it (every delegate's reason, or "no delegate takes it").
+    """
+    errors: list[str] = []
+    chosen: dict[tuple[str, ...], tuple[Delegate, float | None]] = {}
+    opened: list[Opened] = []
+    for w in workers:
+        cands = w.candidates(lm, allowed)
+        if not cands:
+            continue
+        key = (w.kind, *(d.name for d in cands))
+        if key in chosen:
+            cands = [chosen[key][0]]
+        best: tuple[Delegate, Session, float | None] | None = None
+        for d in cands:
+            try:
+                s = w.open_model(lm, d)
+                check_specs(lm, s, d)
+            except ModelLoadError as exc:
+                errors.append(f"{d.name} on {w.name}: {exc}")
+                continue
+            ms = chosen[key][1] if key in chosen else warmup_ms(s, warmup_runs)
+            if best is None or (ms is not None and (best[2] is None or ms < best[2])):
+                if best is not None:
+                    best[1].close()
+                best = (d, s, ms)
+            else:
+                s.close()
+        if best is not None:
+            chosen.setdefault(key, (best[0], best[2]))
+            opened.append((w, *best))
+    if not opened:
+        detail = "; ".join(errors) if errors else (
+            f"no delegate here takes {'/'.join(a.format for a in lm.artifacts)} "
+            f"(delegates: {', '.join(d.name for d in delegates)})")
+        raise ModelLoadError(f"cannot load model {lm.name!r}: {detail}")
+    return opened
+
+
+def check_specs(lm: LoadedModel, s: Session, d: Delegate) -> None:
+    """Take the first session's specs as the model's; later artifacts must be the same network."""
+    if not lm.inputs:
+        lm.inputs, lm.outputs = s.inputs, s.outputs
+        return
+    if len(s.inputs) != len(lm.inputs) or len(s.outputs) != len(lm.outputs):
+        raise ModelLoadError(
+            f"the {d.formats[0]} artifact of {lm.name!r} has {len(s.inputs)} inputs / {len(s.outputs)} "
+            f"outputs but another artifact has {len(lm.inputs)} / {len(lm.outputs)}: they must be one network")
+
+
+def warmup_ms(s: Session, runs: int) -> float | None:
+    """Median ms of ``runs`` runs after one untimed run on zero inputs; None if zeros cannot run it."""
+    feeds = [np.zeros(spec.concrete_shape(), spec.dtype) for spec in s.inputs]
+    try:
+        s.run(feeds)
+        times = []
+        for _ in range(max(1, runs)):
+            t = time.perf_counter()
+            s.run(feeds)
+            times.append((time.perf_counter() - t) * 1e3)
+    except EdgeRTError:
+        return None
+    return float(np.median(times))
+
+
+def profiled_ms(profile: DeviceProfile | None, model: str, workers: Sequence[Worker]) -> dict[str, float]:
+    """The profile's latency (ms) of ``model`` per worker name (same name, else same kind)."""
+    if profile is None:
+        return {}
+    from edgert.profiling import seed_from_profile  # noqa: PLC0415 - only with a profile
+
+    tmp = LatencyEstimator()
+    seed_from_profile(tmp, profile, {w.name: w.kind for w in workers})
+    return {w.name: ms for w in workers if (ms := tmp.expected_ms(model, w.name)) is not None}
+
+
+def check_delegate_names(names: Sequence[str] | str | None, mine: Sequence[Delegate]) -> tuple[str, ...] | None:
+    """Validate ``rt.load(delegates=…)``: known, available here, and among the runtime's own.
+
+    Raises:
+        ConfigError: unknown name ("did you mean") or one the runtime was created without.
+        DelegateUnavailable: the delegate cannot run on this host.
+    """
+    if names is None:
+        return None
+    if isinstance(names, str):
+        names = [names]
+    known = all_delegates()
+    own = {d.name for d in mine}
+    for n in names:
+        if n not in known and n not in own:
+            raise did_you_mean("delegate", n, known)
+        if n in known:
+            reason = known[n].probe()
+            if reason is not None:
+                raise DelegateUnavailable(n, reason)
+        if n not in own:
+            raise ConfigError(f"delegate {n!r} is available but this runtime was created without it; "
+                              f"pass delegates=[..., {n!r}] to edgert.Runtime")
+    return tuple(names)
+
+
+def resolve_delegates(spec: str | Sequence[str | Delegate]) -> list[Delegate]:
+    """Registry names resolved (ConfigError / DelegateUnavailable), Delegate objects kept as given."""
+    if isinstance(spec, str):
+        return resolve(spec)
+    out: list[Delegate] = []
+    for item in spec:
+        out.extend([item] if isinstance(item, Delegate) else resolve([item]))
+    return out
+
+
+def cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS
+        return os.cpu_count() or 1
