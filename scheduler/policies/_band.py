@@ -109,3 +109,27 @@ def unsupported(req: RequestView) -> Assignment:
     """Drop a request no available processor can run (Band would never finish it)."""
     where = "" if req.allowed is None else f" among the allowed processors {list(req.allowed)}"
     return Assignment.drop(req.id, f"no available processor can run model {req.model!r}{where}")
+
+
+class WindowedPolicy:
+    """Base of Band's planners that look at a window of the oldest pending requests."""
+
+    def __init__(self, window_size: int = BAND_WINDOW) -> None:
+        """``window_size``: how many of the oldest pending requests one decision looks at."""
+        if window_size < 1:
+            raise ValueError(f"window_size must be >= 1, got {window_size}")
+        self.window_size = window_size
+
+
+def runnable(view: SchedulerView, row: Callable[[RequestView], Row],
+             limit: int | None = None) -> tuple[list[Assignment], list[RequestView]]:
+    """Drops for requests nothing can run (Band would keep them forever), and the first ``limit``
+    runnable ones in arrival order (all of them when ``limit`` is None)."""
+    out: list[Assignment] = []
+    keep: list[RequestView] = []
+    for req in view.pending:
+        if not row(req):
+            out.append(unsupported(req))
+        elif limit is None or len(keep) < limit:
+            keep.append(req)
+    return out, keep

@@ -25,39 +25,27 @@ from __future__ import annotations
 from typing import ClassVar
 
 from scheduler.policies._band import (
-    BAND_WINDOW,
+    WindowedPolicy,
     PAST_DEADLINE,
     idle_names,
     past_deadline,
     row_cache,
     shortest,
-    unsupported,
+    runnable,
     waiting_ms,
 )
-from scheduler.types import Assignment, RequestView, SchedulerView
+from scheduler.types import Assignment, SchedulerView
 
 
-class HeterogeneousEarliestFinishTimePolicy:
+class HeterogeneousEarliestFinishTimePolicy(WindowedPolicy):
     """Largest shortest-latency job first, dispatched only to an idle processor, else it yields."""
 
     name: ClassVar[str] = "heterogeneous_earliest_finish_time"
 
-    def __init__(self, window_size: int = BAND_WINDOW) -> None:
-        """``window_size``: how many of the oldest pending requests are considered."""
-        if window_size < 1:
-            raise ValueError(f"window_size must be >= 1, got {window_size}")
-        self.window_size = window_size
-
     def decide(self, view: SchedulerView, now_ms: float) -> list[Assignment]:
         """See the module docstring (pure in view and now_ms)."""
         row = row_cache(view)
-        out: list[Assignment] = []
-        requests: list[RequestView] = []
-        for req in view.pending:
-            if row(req):
-                requests.append(req)
-            else:
-                out.append(unsupported(req))
+        out, requests = runnable(view, row)
         window = min(self.window_size, len(requests))
         waiting = waiting_ms(view, now_ms)
         free = idle_names(view, now_ms)

@@ -26,39 +26,27 @@ import math
 from typing import ClassVar
 
 from scheduler.policies._band import (
-    BAND_WINDOW,
+    WindowedPolicy,
     PAST_DEADLINE,
     idle_names,
     past_deadline,
     row_cache,
     shortest,
-    unsupported,
+    runnable,
     waiting_ms,
 )
 from scheduler.types import Assignment, RequestView, SchedulerView
 
 
-class LeastSlackTimeFirstPolicy:
+class LeastSlackTimeFirstPolicy(WindowedPolicy):
     """Least slack first onto idle processors; drop requests whose best finish is past the deadline."""
 
     name: ClassVar[str] = "least_slack_time_first"
 
-    def __init__(self, window_size: int = BAND_WINDOW) -> None:
-        """``window_size``: how many of the oldest pending requests are sorted and considered."""
-        if window_size < 1:
-            raise ValueError(f"window_size must be >= 1, got {window_size}")
-        self.window_size = window_size
-
     def decide(self, view: SchedulerView, now_ms: float) -> list[Assignment]:
         """See the module docstring (pure in view and now_ms)."""
         row = row_cache(view)
-        out: list[Assignment] = []
-        window: list[RequestView] = []
-        for req in view.pending:
-            if not row(req):
-                out.append(unsupported(req))   # Band would keep it forever; nothing can run it
-            elif len(window) < self.window_size:
-                window.append(req)
+        out, window = runnable(view, row, self.window_size)
         free = idle_names(view, now_ms)
         if not window or not free:
             return out
