@@ -89,13 +89,21 @@ def _models_fetch(args: argparse.Namespace) -> int:
 
 
 def _run_app(args: argparse.Namespace) -> int:
-    if args.app != "xr-demo":
-        from scheduler.errors import did_you_mean  # noqa: PLC0415
+    """Run an app registered under the ``edgert.apps`` entry-point group (``xr-demo``: apps/xr_demo.py).
 
-        raise did_you_mean("app", args.app, ["xr-demo"])
-    from apps import xr_demo  # noqa: PLC0415 - the CLI is the one place that starts apps
+    Apps sit above everything else in the dependency order, so edgert finds them as plugins
+    instead of importing them.
+    """
+    from importlib.metadata import entry_points  # noqa: PLC0415
 
-    return xr_demo.main_from_args(args)
+    from scheduler.errors import ConfigError, did_you_mean  # noqa: PLC0415
+
+    apps = {ep.name: ep for ep in entry_points(group="edgert.apps")}
+    if not apps:
+        raise ConfigError("no apps are registered; install the project with `pip install -e .`")
+    if args.app not in apps:
+        raise did_you_mean("app", args.app, apps)
+    return int(apps[args.app].load()(args) or 0)
 
 
 def build_parser() -> argparse.ArgumentParser:
