@@ -7,7 +7,6 @@ to the policy.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 
@@ -142,11 +141,3 @@ def resolve_delegates(spec: str | Sequence[str | Delegate]) -> list[Delegate]:
     for item in spec:
         out.extend([item] if isinstance(item, Delegate) else resolve([item]))
     return out
-
-
-def cores() -> int:
-    """CPU cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - macOS
-        return os.cpu_count() or 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +20,6 @@ if TYPE_CHECKING:
     from edgert.runtime import Runtime
 
 _SUFFIX_FORMATS = {".tflite": "tflite", ".onnx": "onnx"}
-
-#: What ``rt.load`` accepts: a path, bytes (with ``format=``), or several artifacts of one network.
-ModelSource = "str | Path | bytes | Sequence[str | Path]"
 
 
 def artifacts_of(source: Any, fmt: str | None) -> list[Artifact]:

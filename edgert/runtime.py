@@ -28,14 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from delegates.base import Delegate
 from edgert.frame import Frame, current_frame
-from edgert.loader import check_delegate_names, cores, open_on_workers, profiled_ms, resolve_delegates
+from edgert.loader import check_delegate_names, open_on_workers, profiled_ms, resolve_delegates
 from edgert.model import LoadedModel, Model, artifacts_of
 from edgert.result import DROPPED, FAILED, LATE, OK, Request, Result, outputs_dict
 from edgert.stats import ModelStats
 from edgert.trace import TraceWriter
-from edgert.worker import Worker
+from edgert.worker import Worker, make_workers
 from scheduler.errors import (
     ConfigError,
     EdgeRTError,
@@ -102,7 +101,7 @@ class Runtime:
         self._stopping = False
         self._trace = TraceWriter(trace) if trace is not None else None
         self._delegates = resolve_delegates(delegates)
-        self._workers = self._make_workers(cpu_workers)
+        self._workers = make_workers(self._delegates, cpu_workers, self._lock)
         if offload not in (None, "off"):
             from edgert.offload import make_cloud_worker  # noqa: PLC0415 - optional path
 
@@ -116,21 +115,6 @@ class Runtime:
                 t = threading.Thread(target=self._loop, args=(w,), name=f"edgert-{w.name}-{i}", daemon=True)
                 w.threads.append(t)
                 t.start()
-
-    # -- construction ----------------------------------------------------------------
-    def _make_workers(self, cpu_workers: int | None) -> list[Worker]:
-        by_kind: dict[str, list[Delegate]] = {}
-        for d in self._delegates:
-            by_kind.setdefault(d.processor, []).append(d)
-        n_cpu = cores() if cpu_workers is None else cpu_workers
-        if not isinstance(n_cpu, int) or n_cpu < 0:
-            raise ConfigError(f"cpu_workers must be a non-negative int or None, got {cpu_workers!r}")
-        workers = [Worker(f"cpu{i}", "cpu", by_kind.get("cpu", []), self._lock)
-                   for i in range(n_cpu if by_kind.get("cpu") else 0)]
-        for kind in ("gpu", "dsp", "npu"):
-            if by_kind.get(kind):
-                workers.append(Worker(kind, kind, by_kind[kind], self._lock))
-        return workers
 
     # -- public API --------------------------------------------------------------------
     @property

@@ -10,6 +10,7 @@ several invocations at once (``capacity``).
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections import deque
 from typing import TYPE_CHECKING
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from delegates.base import Delegate, Session
+from scheduler.errors import ConfigError
 from scheduler.types import ProcessorView
 
 if TYPE_CHECKING:
@@ -81,3 +83,31 @@ class Worker:
         for _, s in self.sessions.values():
             s.close()
         self.sessions.clear()
+
+
+def make_workers(delegates: list[Delegate], cpu_workers: int | None, lock: threading.Lock) -> list[Worker]:
+    """The local workers: ``cpu_workers`` CPU workers (None = one per core) sharing the cpu
+    delegates, and one worker per accelerator kind (gpu, dsp, npu) that has a delegate.
+
+    Raises:
+        ConfigError: ``cpu_workers`` is not a non-negative int or None.
+    """
+    by_kind: dict[str, list[Delegate]] = {}
+    for d in delegates:
+        by_kind.setdefault(d.processor, []).append(d)
+    n_cpu = cores() if cpu_workers is None else cpu_workers
+    if not isinstance(n_cpu, int) or isinstance(n_cpu, bool) or n_cpu < 0:
+        raise ConfigError(f"cpu_workers must be a non-negative int or None, got {cpu_workers!r}")
+    workers = [Worker(f"cpu{i}", "cpu", by_kind["cpu"], lock) for i in range(n_cpu if by_kind.get("cpu") else 0)]
+    for kind in ("gpu", "dsp", "npu"):
+        if by_kind.get(kind):
+            workers.append(Worker(kind, kind, by_kind[kind], lock))
+    return workers
+
+
+def cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS
+        return os.cpu_count() or 1
