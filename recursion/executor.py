@@ -12,6 +12,7 @@ recursion anywhere: depth only adds loop iterations.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -113,14 +114,22 @@ class Executor:
         #: Reuse one invocation for nodes whose InvokeOp-free branch sees equal fields (see make_plan).
         self.memoize = True
         self._cells: dict[tuple[int, int], CellHandle] = {}
+        self._cells_lock = threading.Lock()   # several runs may share the executor (one per thread)
         self._specs: dict[int, dict[str, tuple[tuple[int, ...], Any]]] = {}
         self.last_stats: RunStats | None = None
 
     def _cell(self, s: int, b: int, sg: SubGraph, br: Branch) -> CellHandle:
         key = (id(sg), b)
-        if key not in self._cells:
-            self._cells[key] = self.runner.load_cell(unique_name(f"{sg.name}.{br.name}"), br.cell)
-        return self._cells[key]
+        with self._cells_lock:
+            if key not in self._cells:
+                self._cells[key] = self.runner.load_cell(unique_name(f"{sg.name}.{br.name}"), br.cell)
+            return self._cells[key]
+
+    def warm(self) -> None:
+        """Load every branch's cell into the runtime now (before runs share the executor across threads)."""
+        for s, sg in enumerate(self.entry.reachable()):
+            for b, br in enumerate(sg.branches):
+                self._cell(s, b, sg, br)
 
     def _spec(self, sg: SubGraph) -> dict[str, tuple[tuple[int, ...], Any]]:
         """Shape/dtype of each SubGraph output; every branch must agree."""
@@ -157,7 +166,8 @@ class Executor:
         return make_plan(self.entry, forest, fields or {}, self.shards or self.runner.parallelism, self.max_rows,
                          self.memoize)
 
-    def run(self, trees: Sequence[Tree] | Forest, fields: Mapping[str, np.ndarray] | None = None) -> RunResult:
+    def run(self, trees: Sequence[Tree] | Forest, fields: Mapping[str, np.ndarray] | None = None,
+            shards: int | None = None) -> RunResult:
         """Evaluate ``entry`` on every tree; returns every invocation's outputs.
 
         ``fields`` are node arrays ``[n, …]`` in the batch's global node order
@@ -167,8 +177,8 @@ class Executor:
         t0 = time.perf_counter()
         forest = trees if isinstance(trees, Forest) else Forest.from_trees(trees)
         fields = dict(fields or {})
-        plan = make_plan(self.entry, forest, fields, self.shards or self.runner.parallelism, self.max_rows,
-                         self.memoize)
+        plan = make_plan(self.entry, forest, fields, shards or self.shards or self.runner.parallelism,
+                         self.max_rows, self.memoize)
         sgs = plan.subgraphs
         bufs: list[dict[str, np.ndarray]] = []
         for s, sg in enumerate(sgs):

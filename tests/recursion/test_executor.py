@@ -113,7 +113,7 @@ def test_memoized_leaves_equal_unmemoized() -> None:
 
 
 class ConcurrencyRecorderDouble:
-    """Test double around a real runner: records how many cell calls overlap in time."""
+    """Test double around a real runner: records how many cell calls (submitted or sync) overlap in time."""
 
     def __init__(self, inner) -> None:
         self.inner = inner
@@ -138,7 +138,17 @@ class ConcurrencyRecorderDouble:
             fut.add_done_callback(done)
             return fut
 
-        return CellHandle(name, submit, h.unwrap, h.call)
+        def call(inputs):
+            with self.lock:
+                self.active += 1
+                self.peak = max(self.peak, self.active)
+            try:
+                return h.call(inputs)
+            finally:
+                with self.lock:
+                    self.active -= 1
+
+        return CellHandle(name, submit, h.unwrap, call)
 
 
 def test_independent_groups_run_at_the_same_time() -> None:
