@@ -27,3 +27,20 @@ def per_call_us(fn: Callable[[], object], n: int) -> float:
 def median(xs: list[float]) -> float:
     """The median of ``xs``."""
     return statistics.median(xs)
+
+
+class TimedPolicy:
+    """Wraps a policy and adds up the wall time spent inside its ``decide`` (s) and the calls."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.spent_s = 0.0
+        self.calls = 0
+
+    def decide(self, view, now_ms):
+        t = time.perf_counter()
+        out = self.inner.decide(view, now_ms)
+        self.spent_s += time.perf_counter() - t
+        self.calls += 1
+        return out

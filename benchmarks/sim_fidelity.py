@@ -51,6 +51,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import TimedPolicy  # noqa: E402
 
 import edgert  # noqa: E402
 from edgert import zoo  # noqa: E402
@@ -76,22 +79,6 @@ def _inputs(model: edgert.Model, rng: np.random.Generator) -> list[np.ndarray]:
         out.append(arr)
     return out
 
-
-class TimedPolicy:
-    """Wraps a policy and adds up the wall time spent inside its ``decide`` (live, the GIL is held then)."""
-
-    def __init__(self, inner) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.spent_s = 0.0
-        self.calls = 0
-
-    def decide(self, view, now_ms):
-        t = time.perf_counter()
-        out = self.inner.decide(view, now_ms)
-        self.spent_s += time.perf_counter() - t
-        self.calls += 1
-        return out
 
 
 def live_run(seconds: float, scheduler: str | None, cpu_workers: int | None, trace: Path,

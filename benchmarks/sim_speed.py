@@ -49,6 +49,9 @@ import numpy as np
 import simpy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import TimedPolicy  # noqa: E402
 
 from scheduler.estimator import LatencyEstimator  # noqa: E402
 from scheduler.registry import make_policy  # noqa: E402
@@ -66,22 +69,6 @@ from scheduler.sim.processor import SimProcessor  # noqa: E402
 
 KEYS = ("requests", "ok", "late", "dropped", "p50_ms", "p99_ms")
 
-
-class TimedPolicy:
-    """Wraps a policy and adds up the wall time spent inside its ``decide`` (the same on every side)."""
-
-    def __init__(self, inner) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.spent_s = 0.0
-        self.calls = 0
-
-    def decide(self, view, now_ms):
-        t = time.perf_counter()
-        out = self.inner.decide(view, now_ms)
-        self.spent_s += time.perf_counter() - t
-        self.calls += 1
-        return out
 
 
 def _delay_to(now: float, t: float) -> float:

@@ -26,13 +26,13 @@ import math
 from typing import ClassVar
 
 from scheduler.policies._band import (
-    WindowedPolicy,
     PAST_DEADLINE,
+    WindowedPolicy,
     idle_names,
     past_deadline,
     row_cache,
-    shortest,
     runnable,
+    shortest,
     waiting_ms,
 )
 from scheduler.types import Assignment, RequestView, SchedulerView

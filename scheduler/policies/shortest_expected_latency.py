@@ -25,13 +25,13 @@ from __future__ import annotations
 from typing import ClassVar
 
 from scheduler.policies._band import (
-    WindowedPolicy,
     PAST_DEADLINE,
+    WindowedPolicy,
     idle_names,
     past_deadline,
     row_cache,
-    shortest,
     runnable,
+    shortest,
     waiting_ms,
 )
 from scheduler.types import Assignment, SchedulerView
