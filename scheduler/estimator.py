@@ -18,13 +18,16 @@ class LatencyEstimator:
     that is how a policy learns which processor can run which model.
     """
 
-    __slots__ = ("alpha", "_ms")
+    __slots__ = ("alpha", "_ms", "_prior", "prior_version")
 
     def __init__(self, alpha: float = 0.1, seed: Mapping[str, Mapping[str, float]] | None = None) -> None:
         if not 0.0 < alpha <= 1.0:
             raise ValueError(f"alpha must be in (0, 1], got {alpha}")
         self.alpha = alpha
         self._ms: dict[tuple[str, str], float] = {}
+        self._prior: dict[tuple[str, str], float] = {}
+        #: bumped whenever a prior changes (seed, forget), so callers may cache what they derive from priors
+        self.prior_version = 0
         if seed:
             for model, per_proc in seed.items():
                 for proc, ms in per_proc.items():
@@ -34,17 +37,28 @@ class LatencyEstimator:
         """Expected latency in ms, or None when ``processor`` cannot run ``model``."""
         return self._ms.get((model, processor))
 
+    def prior_ms(self, model: str, processor: str) -> float | None:
+        """The latency in ms the pair was seeded with (profile or warm-up; the first measurement of a pair
+        learnt without a seed), which ``update`` never moves; None when unsupported. What a policy
+        that fixes its placement ahead of time (Band's ``fixed_worker``) decides on."""
+        return self._prior.get((model, processor))
+
     def seed(self, model: str, processor: str, ms: float) -> None:
-        """Set the estimate outright (from a profile or a warm-up run)."""
+        """Set the estimate and its prior outright (from a profile or a warm-up run)."""
         if not ms >= 0.0:
             raise ValueError(f"latency for {model!r} on {processor!r} must be >= 0 ms, got {ms}")
-        self._ms[(model, processor)] = float(ms)
+        self._ms[(model, processor)] = self._prior[(model, processor)] = float(ms)
+        self.prior_version += 1
 
     def update(self, model: str, processor: str, measured_ms: float) -> float:
         """Fold one measured latency (ms) into the moving average; return the new estimate."""
         key = (model, processor)
         old = self._ms.get(key)
-        new = measured_ms if old is None else old + self.alpha * (measured_ms - old)
+        if old is None:
+            self._prior[key] = new = measured_ms
+            self.prior_version += 1
+        else:
+            new = old + self.alpha * (measured_ms - old)
         self._ms[key] = new
         return new
 
@@ -52,6 +66,8 @@ class LatencyEstimator:
         """Mark ``model`` unsupported on ``processor`` (or everywhere)."""
         for key in [k for k in self._ms if k[0] == model and (processor is None or k[1] == processor)]:
             del self._ms[key]
+            self._prior.pop(key, None)
+        self.prior_version += 1
 
     def pairs(self) -> Iterator[tuple[str, str, float]]:
         """Every (model, processor, expected_ms) known."""

@@ -11,9 +11,13 @@ Here:
 
 * ``mapping`` (``{model: processor name}``) is Band's model→worker map.
   Models it does not name go to their *static* best: the non-cloud processor
-  with the lowest expected latency in the snapshot's estimator (Band's own
-  default map sends every model to worker 0, which would make this baseline a
-  strawman; the fastest processor is what a developer would configure).
+  with the lowest *prior* latency in the snapshot's estimator
+  (``LatencyEstimator.prior_ms``: the profile's or the warm-up's figure, which
+  the moving average never moves), so the map is fixed ahead of time as in
+  Band and does not flip with measurement noise (Band's own default map sends
+  every model to worker 0, which would make this baseline a strawman; the
+  fastest processor is what a developer would configure). An estimator
+  without priors is read through ``expected_ms``.
 * A request with ``allowed`` set is Band's direct request: it goes to the first
   allowed processor that can run it.
 * If the mapped processor is unavailable or cannot run the model, the request
@@ -22,10 +26,11 @@ Here:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from typing import ClassVar
 
-from scheduler.policies._band import PAST_DEADLINE, past_deadline, row_cache, unsupported
+from scheduler.policies._band import PAST_DEADLINE, row_cache, unsupported
 from scheduler.types import Assignment, SchedulerView
 
 
@@ -37,29 +42,67 @@ class FixedWorkerPolicy:
     def __init__(self, mapping: Mapping[str, str] | None = None) -> None:
         """``mapping``: optional ``{model: processor name}``; others use their fastest local processor."""
         self.mapping: dict[str, str] = dict(mapping or {})
+        # the static best per model, derived from the estimator's priors; rebuilt when they change
+        self._static_key: tuple[object, int] | None = None
+        self._static: dict[tuple[str, tuple[str, ...]], str | None] = {}
 
     def decide(self, view: SchedulerView, now_ms: float) -> list[Assignment]:
-        """Assign every pending request to its model's fixed processor (pure in view and now_ms)."""
-        row = row_cache(view)
-        local = {p.name for p in view.processors if p.kind != "cloud"}
+        """Assign every pending request to its model's fixed processor (pure in view and now_ms).
+
+        The static best of a model (first fastest available local processor by prior latency, in view
+        order, else the first fastest cloud) is computed once per set of available processors and
+        kept until the estimator's priors change, so a decision costs a dict lookup per request.
+        """
+        estimator = view.estimator
+        prior = getattr(estimator, "prior_ms", None)
+        est = prior if prior is not None else estimator.expected_ms
+        key = (estimator, getattr(estimator, "prior_version", -1)) if prior is not None else None
+        if key is None or self._static_key is None or key[0] is not self._static_key[0] \
+                or key[1] != self._static_key[1]:
+            self._static.clear()
+            self._static_key = key
+        local: list[str] = []
+        remote: list[str] = []
+        for p in view.processors:
+            if p.available:
+                (remote if p.kind == "cloud" else local).append(p.name)
+        avail = tuple(local + remote)
+        static = self._static
+        mapping = self.mapping
+        row = None
+        current = estimator.expected_ms
         out: list[Assignment] = []
         for req in view.pending:
-            r = row(req)
-            if not r:
-                out.append(unsupported(req))
-                continue
-            if past_deadline(req, now_ms):
-                out.append(Assignment.drop(req.id, PAST_DEADLINE))
-                continue
-            target = None
-            if req.allowed is not None:
-                target = r[0][0]
+            model = req.model
+            if req.allowed is not None:   # Band's direct request: the first allowed processor that runs it
+                if row is None:
+                    row = row_cache(view)
+                r = row(req)
+                target = r[0][0] if r else None
             else:
-                want = self.mapping.get(req.model)
-                if want is not None and any(name == want for name, _ in r):
+                want = mapping.get(model) if mapping else None
+                if want is not None and want in avail and current(model, want) is not None:
                     target = want
+                elif (model, avail) in static:
+                    target = static[(model, avail)]
                 else:
-                    pool = [x for x in r if x[0] in local] or r
-                    target = min(pool, key=lambda x: x[1])[0]
-            out.append(Assignment(req.id, target))
+                    target = _fastest(est, model, local) or _fastest(est, model, remote)
+                    static[(model, avail)] = target
+            if target is None:
+                out.append(unsupported(req))
+            elif now_ms > req.deadline_ms:   # Band's planner SLO check (past_deadline)
+                out.append(Assignment.drop(req.id, PAST_DEADLINE))
+            else:
+                out.append(Assignment(req.id, target))
         return out
+
+
+def _fastest(est: Callable[[str, str], float | None], model: str, names: list[str]) -> str | None:
+    """The first of ``names`` with the lowest expected ms for ``model``; None if none can run it."""
+    best: str | None = None
+    best_ms = math.inf
+    for name in names:
+        ms = est(model, name)
+        if ms is not None and ms < best_ms:
+            best, best_ms = name, ms
+    return best

@@ -49,6 +49,38 @@ def test_fixed_worker(snap, opts, want):
     assert plan(make_policy("fixed_worker", **opts).decide(snap, 5.0)) == want
 
 
+def test_fixed_worker_map_is_fixed_ahead_of_time():
+    """The static best comes from the estimator's priors: measurements that make another processor look
+    faster do not move a model (Band's model->worker map is configuration), but a new seed does."""
+    from scheduler.estimator import LatencyEstimator
+    from scheduler.types import SchedulerView
+
+    est = LatencyEstimator(0.5, {"a": {"cpu": 10.0, "gpu": 2.0}})
+    pol = make_policy("fixed_worker")
+    snap = lambda: SchedulerView((req(0, "a"),), (proc("cpu"), proc("gpu")), est)  # noqa: E731
+    assert plan(pol.decide(snap(), 0.0)) == [(0, "gpu")]
+    for _ in range(10):
+        est.update("a", "gpu", 50.0)   # the gpu now measures far slower than the cpu's prior
+    assert est.expected_ms("a", "gpu") > 40.0 and est.prior_ms("a", "gpu") == 2.0
+    assert plan(pol.decide(snap(), 0.0)) == [(0, "gpu")]
+    est.seed("a", "gpu", 20.0)         # re-profiled: the map is rebuilt
+    assert plan(pol.decide(snap(), 0.0)) == [(0, "cpu")]
+
+
+def test_estimator_prior_tracks_seeds_not_updates():
+    from scheduler.estimator import LatencyEstimator
+
+    est = LatencyEstimator(0.1, {"m": {"cpu": 4.0}})
+    v = est.prior_version
+    est.update("m", "cpu", 14.0)
+    assert est.expected_ms("m", "cpu") == pytest.approx(5.0) and est.prior_ms("m", "cpu") == 4.0
+    assert est.prior_version == v
+    est.update("m", "cloud", 30.0)     # a pair learnt without a seed: its first measurement is its prior
+    assert est.prior_ms("m", "cloud") == 30.0 and est.prior_version == v + 1
+    est.forget("m", "cloud")
+    assert est.prior_ms("m", "cloud") is None and est.expected_ms("m", "cloud") is None
+
+
 # ----------------------------------------------------------------------------- round_robin
 RR = [
     # each idle worker in order takes the first queued job it can run
