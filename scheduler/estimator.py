@@ -62,6 +62,13 @@ class LatencyEstimator:
         self._ms[key] = new
         return new
 
+    def ema_table(self) -> dict[tuple[str, str], float]:
+        """The live ``{(model, processor): expected ms}`` table, for a driver's inner loop that folds
+        many measurements itself (the simulator): for a pair already in it,
+        ``t[k] += alpha * (measured - t[k])`` is exactly :meth:`update`. Anything else goes through the
+        methods (new pairs, seeds, forgetting), which keep the priors."""
+        return self._ms
+
     def forget(self, model: str, processor: str | None = None) -> None:
         """Mark ``model`` unsupported on ``processor`` (or everywhere)."""
         for key in [k for k in self._ms if k[0] == model and (processor is None or k[1] == processor)]:

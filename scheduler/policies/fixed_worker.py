@@ -26,12 +26,11 @@ Here:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import ClassVar
 
 from scheduler.policies._band import PAST_DEADLINE, row_cache, unsupported
-from scheduler.types import Assignment, SchedulerView
+from scheduler.types import Assignment, ProcessorView, SchedulerView
 
 
 class FixedWorkerPolicy:
@@ -43,34 +42,30 @@ class FixedWorkerPolicy:
         """``mapping``: optional ``{model: processor name}``; others use their fastest local processor."""
         self.mapping: dict[str, str] = dict(mapping or {})
         # the static best per model, derived from the estimator's priors; rebuilt when they change
-        self._static_key: tuple[object, int] | None = None
-        self._static: dict[tuple[str, tuple[str, ...]], str | None] = {}
+        self._static_key: tuple[object, int, tuple[str, ...]] | None = None
+        self._static: dict[str, list[str]] = {}
 
     def decide(self, view: SchedulerView, now_ms: float) -> list[Assignment]:
         """Assign every pending request to its model's fixed processor (pure in view and now_ms).
 
-        The static best of a model (first fastest available local processor by prior latency, in view
-        order, else the first fastest cloud) is computed once per set of available processors and
-        kept until the estimator's priors change, so a decision costs a dict lookup per request.
+        A model's processors are ranked once by prior latency (local ones first, then the cloud; ties
+        in view order) and the ranking is kept until the estimator's priors or the processors change;
+        a request goes to the first ranked processor that is available now, so a decision costs a
+        dict lookup per request.
         """
         estimator = view.estimator
         prior = getattr(estimator, "prior_ms", None)
-        est = prior if prior is not None else estimator.expected_ms
-        key = (estimator, getattr(estimator, "prior_version", -1)) if prior is not None else None
-        if key is None or self._static_key is None or key[0] is not self._static_key[0] \
-                or key[1] != self._static_key[1]:
+        procs = view.processors
+        names = tuple([p.name for p in procs])
+        key = (estimator, getattr(estimator, "prior_version", -1), names) if prior is not None else None
+        if key is None or key != self._static_key or key[0] is not self._static_key[0]:
             self._static.clear()
             self._static_key = key
-        local: list[str] = []
-        remote: list[str] = []
-        for p in view.processors:
-            if p.available:
-                (remote if p.kind == "cloud" else local).append(p.name)
-        avail = tuple(local + remote)
-        static = self._static
+        down = {p.name for p in procs if not p.available}
+        ranked = self._static
         mapping = self.mapping
-        row = None
         current = estimator.expected_ms
+        row = None
         out: list[Assignment] = []
         for req in view.pending:
             model = req.model
@@ -81,13 +76,16 @@ class FixedWorkerPolicy:
                 target = r[0][0] if r else None
             else:
                 want = mapping.get(model) if mapping else None
-                if want is not None and want in avail and current(model, want) is not None:
+                if want is not None and want not in down and want in names and current(model, want) is not None:
                     target = want
-                elif (model, avail) in static:
-                    target = static[(model, avail)]
                 else:
-                    target = _fastest(est, model, local) or _fastest(est, model, remote)
-                    static[(model, avail)] = target
+                    order = ranked.get(model)
+                    if order is None:
+                        order = ranked[model] = _rank(prior or current, model, procs)
+                    if not down:
+                        target = order[0] if order else None
+                    else:
+                        target = next((n for n in order if n not in down), None)
             if target is None:
                 out.append(unsupported(req))
             elif now_ms > req.deadline_ms:   # Band's planner SLO check (past_deadline)
@@ -97,12 +95,9 @@ class FixedWorkerPolicy:
         return out
 
 
-def _fastest(est: Callable[[str, str], float | None], model: str, names: list[str]) -> str | None:
-    """The first of ``names`` with the lowest expected ms for ``model``; None if none can run it."""
-    best: str | None = None
-    best_ms = math.inf
-    for name in names:
-        ms = est(model, name)
-        if ms is not None and ms < best_ms:
-            best, best_ms = name, ms
-    return best
+def _rank(est: Callable[[str, str], float | None], model: str, procs: tuple[ProcessorView, ...]) -> list[str]:
+    """The processors that can run ``model``: local ones by ``est`` ms, then cloud ones by ms (stable: ties
+    keep view order)."""
+    rows = [(p.kind == "cloud", ms, i, p.name) for i, p in enumerate(procs)
+            if (ms := est(model, p.name)) is not None]
+    return [name for *_, name in sorted(rows)]

@@ -145,6 +145,7 @@ class Simulation:
         factors: dict[float, list[float]] = {}
         for p in procs:
             p.lat = [None] * len(models)
+            p.keys = [(m, p.name) for m in models]
         for (model, pname), (mean, sigma, extra) in lat.items():
             if model not in code:
                 continue
@@ -221,7 +222,7 @@ class Simulation:
         cands = self._cands
         est = self.estimator
         expected = est.expected_ms
-        update = est.update
+        ema, alpha = est.ema_table(), est.alpha   # update() inlined: every (model, processor) that runs is seeded
         decide = self.policy.decide
         pname = self.policy_name
         unplaced = left_unplaced(pname)
@@ -256,7 +257,9 @@ class Simulation:
                     rid = pop(heap)[2]
                     p = proc[rid]
                     p.running.remove(rid)
-                    update(mname[rid], p.name, now - start[rid])
+                    k = p.keys[mcode[rid]]
+                    old = ema[k]
+                    ema[k] = old + alpha * (now - start[rid] - old)
                     end[rid] = now
                     done_append(rid)
                     queue = p.queue

@@ -13,7 +13,7 @@ class SimProcessor:
     """A simulated processor: a FIFO queue of request ids, ``slots`` parallel runs (1 except for the cloud)."""
 
     __slots__ = ("name", "kind", "index", "slots", "running", "queue", "qcount", "view", "idle_view",
-                 "busy_ms", "n_runs", "lat")
+                 "busy_ms", "n_runs", "lat", "keys")
 
     def __init__(self, name: str, kind: str, slots: int = 1, index: int = 0) -> None:
         self.name = name
@@ -30,6 +30,8 @@ class SimProcessor:
         self.n_runs = 0
         #: by model code: (mean_ms, extra_ms, per-request noise factors by request id), None if unsupported
         self.lat: list[tuple[float, float, list[float]] | None] = []
+        #: by model code: the estimator key ``(model, name)`` of this processor
+        self.keys: list[tuple[str, str]] = []
 
     def make_view(self, start_ms: list[float], model_of: list[str], models: list[str],
                   expected: Callable[[str, str], float | None]) -> ProcessorView:
