@@ -160,25 +160,31 @@ class Executor:
             raise InferenceError(f"SubGraph {sg.name!r} branch {sg.branches[g.branch].name!r} (cell "
                                  f"{handle.name!r}, {g.stop - g.start} nodes) failed: {exc}") from exc
 
-    def plan(self, trees: Sequence[Tree] | Forest, fields: Mapping[str, np.ndarray] | None = None) -> Plan:
-        """The batched schedule :meth:`run` would execute (for inspection and tests)."""
+    def plan(self, trees: Sequence[Tree] | Forest, fields: Mapping[str, np.ndarray] | None = None,
+             shards: int | None = None) -> Plan:
+        """The batched schedule :meth:`run` would execute (pass it back as ``run(..., plan=)``)."""
         forest = trees if isinstance(trees, Forest) else Forest.from_trees(trees)
-        return make_plan(self.entry, forest, fields or {}, self.shards or self.runner.parallelism, self.max_rows,
-                         self.memoize)
+        return make_plan(self.entry, forest, fields or {}, shards or self.shards or self.runner.parallelism,
+                         self.max_rows, self.memoize)
 
     def run(self, trees: Sequence[Tree] | Forest, fields: Mapping[str, np.ndarray] | None = None,
-            shards: int | None = None) -> RunResult:
+            shards: int | None = None, plan: Plan | None = None) -> RunResult:
         """Evaluate ``entry`` on every tree; returns every invocation's outputs.
 
         ``fields`` are node arrays ``[n, …]`` in the batch's global node order
-        (``Forest.from_trees(trees)``). Raises what a cell call raised
-        (InferenceError, RequestDropped …), naming the SubGraph and branch.
+        (``Forest.from_trees(trees)``). ``plan``: one :meth:`plan` made earlier for this same
+        forest and fields (so planning can happen on another thread); None plans here. Raises what
+        a cell call raised (InferenceError, RequestDropped …), naming the SubGraph and branch.
         """
         t0 = time.perf_counter()
         forest = trees if isinstance(trees, Forest) else Forest.from_trees(trees)
         fields = dict(fields or {})
-        plan = make_plan(self.entry, forest, fields, shards or self.shards or self.runner.parallelism,
-                         self.max_rows, self.memoize)
+        if plan is None:
+            plan = make_plan(self.entry, forest, fields, shards or self.shards or self.runner.parallelism,
+                             self.max_rows, self.memoize)
+        elif len(plan.pos[0]) != forest.n:
+            raise ConfigError(f"the plan given to run() covers {len(plan.pos[0])} nodes but the forest has {forest.n}; "
+                              "make it with executor.plan(forest, fields) for this same forest")
         sgs = plan.subgraphs
         bufs: list[dict[str, np.ndarray]] = []
         for s, sg in enumerate(sgs):

@@ -95,6 +95,12 @@ def test_one_call_per_wave_across_trees() -> None:
     for gs in by_wave.values():  # groups of one wave never wait on each other
         ids = {g.id for g in gs}
         assert all(not ids.intersection(g.deps) for g in gs)
+    # a plan made ahead (on another thread, as encode does) runs as is; one for another forest is refused
+    fields = model.fields(forest)
+    np.testing.assert_array_equal(ex.run(forest, fields, plan=plan).roots("h"), ex.run(forest, fields).roots("h"))
+    small = Forest.from_trees(trees[:3])
+    with pytest.raises(ConfigError, match="plan given to run"):
+        ex.run(small, model.fields(small), plan=plan)
     model.executor.runner.close()
 
 

@@ -124,3 +124,26 @@ def test_binary_model_rejects_wider_nodes(ort_runner) -> None:
     model = BinaryTreeLSTM.random(["a"], input_dim=4, hidden=4, runtime=ort_runner)
     with pytest.raises(InputError, match="at most 2 children, a node has 3"):
         model.encode([parse_ptb("(1 (1 a) (1 a) (1 a))")])
+
+
+def test_encode_in_parts_equals_one_run(rt, sst_trees) -> None:
+    """With two workers and enough trees, encode prepares front-loaded parts on one thread and runs
+    them concurrently; the root states are those of one whole-batch run, in order."""
+    trees = (sst_trees * 3)[:150]
+    model = ChildSumTreeLSTM.random(_vocab(sst_trees), input_dim=12, hidden=8, seed=5, runtime=rt)
+    H = model.encode(trees)
+    np.testing.assert_allclose(H, model.run(trees).roots("h"), atol=1e-6)
+    st = model.executor.last_stats
+    assert st.trees == 150 and st.plan_ms > 0
+
+
+def test_part_sizes_are_front_loaded_and_cover_the_batch() -> None:
+    from recursion.models.base import part_sizes
+
+    for n, k in ((2210, 2), (2210, 4), (97, 3), (5, 1)):
+        sizes = part_sizes(n, k)
+        assert sum(sizes) == n and len(sizes) == k
+        assert sizes == sorted(sizes, reverse=True)   # earlier parts start earlier, so they get more
+    assert part_sizes(100, 4, prep_share=0.0) == [25, 25, 25, 25]
+    a, b = part_sizes(10_000, 2, prep_share=0.2)
+    assert abs(a / 10_000 - 0.2 / 1.2 / (1 - (1 - 0.2 / 1.2) ** 2)) < 1e-3
