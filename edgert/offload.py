@@ -18,6 +18,10 @@ never past the deadline itself; without a deadline it waits ``timeout_ms``.
 Giving up, a lost broker or an error reply raise :class:`OffloadError`: the
 runtime re-places the request locally if its deadline allows, else it ends
 ``failed`` with that reason.
+
+Only work sent to the cloud measures it, so an estimate that no round trip has
+refreshed for ``STALE_S`` is reset to the fastest round trip seen (keeping the
+prior): a slow spell cannot keep the cloud out for the rest of a session.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ if TYPE_CHECKING:
 
 #: How long ``offload="auto"`` waits for its local worker process to answer (s).
 AUTO_START_S = 60.0
+#: A cloud estimate no round trip has refreshed for this long (s) is stale: see ``CloudWorker``.
+STALE_S = 1.0
 
 
 class CloudWorker(Worker):
@@ -74,6 +80,19 @@ class CloudWorker(Worker):
         self.cfg = cfg
         self._rt = runtime
         self._embedded = embedded
+        # Stale estimates: the policy sends work to the cloud only when its estimate promises the
+        # deadline, and only work sent there measures it, so one slow spell (a server warming up, a
+        # congested link) would keep the cloud out for the rest of the session. Per model, the
+        # fastest round trip seen and when the last one ended (perf_counter s); an ager thread
+        # resets an estimate no round trip has refreshed for STALE_S back to that fastest one, so
+        # the next request that fits re-measures it (at most one probe per model per STALE_S).
+        self._best_ms: dict[str, float] = {}
+        self._last_s: dict[str, float] = {}
+        self._stop_aging = threading.Event()
+        self._ager: threading.Thread | None = None
+        if runtime is not None:
+            self._ager = threading.Thread(target=self._age, name="edgert-cloud-age", daemon=True)
+            self._ager.start()
 
     def open_model(self, model: LoadedModel, delegate: Delegate) -> Session:
         """Find a worker serving one of ``model``'s files (by digest); in auto mode, hand it the files first.
@@ -101,16 +120,48 @@ class CloudWorker(Worker):
         delegate, session = self.sessions[req.model.name]
         now = self._rt.now_ms() if self._rt is not None else req.start_ms
         assert isinstance(session, CloudSession)
+        name = req.model.name
         t = time.perf_counter()
         try:
-            return session.run(req.feeds, self.give_up_ms(req, now) - now), delegate.name
+            out = session.run(req.feeds, self.give_up_ms(req, now) - now)
         except OffloadError:
             if self._rt is not None and self.link.connected:
                 # A reply that did not come in time is a latency sample too (a lower bound): without
                 # it the estimate would stay at its last good value and the policy would keep sending.
                 with self.cond:
-                    self._rt.estimator.update(req.model.name, self.name, (time.perf_counter() - t) * 1e3)
+                    self._last_s[name] = end = time.perf_counter()
+                    self._rt.estimator.update(name, self.name, (end - t) * 1e3)
             raise
+        end = time.perf_counter()
+        with self.cond:
+            self._last_s[name] = end
+            ms = (end - t) * 1e3
+            if ms < self._best_ms.get(name, math.inf):
+                self._best_ms[name] = ms
+        return out, delegate.name
+
+    def age_estimates(self, now_s: float) -> list[str]:
+        """Reset every stale cloud estimate (no round trip for ``STALE_S``, above 1.25x the fastest
+        seen) to the fastest round trip seen; returns the models reset. Called by the ager thread
+        every ``STALE_S / 4`` (call under no lock)."""
+        if self._rt is None:
+            return []
+        est = self._rt.estimator
+        reset = []
+        with self.cond:
+            for model, best in self._best_ms.items():
+                if now_s - self._last_s.get(model, now_s) < STALE_S:
+                    continue
+                cur = est.expected_ms(model, self.name)
+                if cur is not None and cur > 1.25 * best:
+                    est.reset(model, self.name, best)
+                    self._last_s[model] = now_s
+                    reset.append(model)
+        return reset
+
+    def _age(self) -> None:
+        while not self._stop_aging.wait(STALE_S / 4):
+            self.age_estimates(time.perf_counter())
 
     # The runtime marks a processor unhealthy for a while after any fault. For the cloud that is
     # right when the broker is gone, but a slow reply while connected is already priced in by the
@@ -138,6 +189,7 @@ class CloudWorker(Worker):
 
     def close(self) -> None:
         """Disconnect, then stop the embedded worker and broker (auto mode)."""
+        self._stop_aging.set()
         try:
             super().close()
             self.link.close()

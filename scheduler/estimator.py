@@ -50,6 +50,13 @@ class LatencyEstimator:
         self._ms[(model, processor)] = self._prior[(model, processor)] = float(ms)
         self.prior_version += 1
 
+    def reset(self, model: str, processor: str, ms: float) -> None:
+        """Set the current estimate of a known pair to ``ms``, keeping its prior (e.g. to forget
+        measurements that have gone stale). Unknown pairs are left unknown."""
+        key = (model, processor)
+        if key in self._ms:
+            self._ms[key] = float(ms)
+
     def update(self, model: str, processor: str, measured_ms: float) -> float:
         """Fold one measured latency (ms) into the moving average; return the new estimate."""
         key = (model, processor)

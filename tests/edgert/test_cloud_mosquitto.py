@@ -66,6 +66,30 @@ def test_runtime_runs_on_the_cloud_with_the_same_outputs(cloud) -> None:
     assert "ready on" in worker.text()
 
 
+def test_a_stale_cloud_estimate_is_reset_so_the_cloud_is_tried_again(cloud) -> None:
+    """One slow spell must not keep the cloud out for the rest of the session: an estimate no round
+    trip refreshed for STALE_S goes back to the fastest round trip seen; the prior stays."""
+    from edgert.offload import STALE_S
+
+    broker, models, _, _ = cloud
+    x = genmodels.example_inputs("cnn")
+    with edgert.Runtime(cpu_workers=0, offload=broker.url) as rt:
+        m = rt.load(models / "cnn.onnx", name="cnn", slo_ms=1_000.0)
+        for _ in range(3):
+            assert m.submit(x).result(10).processor == "cloud"
+        w = rt._by_name["cloud"]
+        best = w._best_ms["cnn"]
+        prior = rt.estimator.prior_ms("cnn", "cloud")
+        for _ in range(40):
+            rt.estimator.update("cnn", "cloud", 500.0)   # a slow spell
+        now = time.perf_counter()
+        assert w.age_estimates(now) == []                 # just measured: not stale yet
+        assert w.age_estimates(now + STALE_S + 0.01) == ["cnn"]
+        assert rt.estimator.expected_ms("cnn", "cloud") == pytest.approx(best)
+        assert rt.estimator.prior_ms("cnn", "cloud") == prior
+        assert w.age_estimates(now + STALE_S + 0.02) == []  # one reset per STALE_S
+
+
 def test_only_the_exact_files_in_the_models_dir_are_served(cloud, tmp_path: Path) -> None:
     broker, models, _, _ = cloud
     other = genmodels.build("tiny", "onnx", seed=1)          # same name, other weights
