@@ -40,18 +40,26 @@ whose processors run one invocation at a time. One decision:
    pending.
 
 5. **Overload plan** (``scheduler/policies/_overload.py``): the policy keeps
-   each model's arrival rate and, when the device could not run everything
-   locally with headroom (fluid utilization of the busiest processor above
-   ``target``), sends a planned share of the models the cloud serves in time
-   to the cloud *from their arrival* (when the round trip's odds are best and
-   the cloud has a free slot), and past ``shed_target`` sheds a share of the
-   costliest models so the rest meet their deadlines. When the burst passes,
-   the rates fall and the plan empties within about ``window_ms`` × 3.
+   every stream's rate and, when the device could not run everything
+   locally with headroom (utilization above ``target``), solves one small LP
+   for the shares of each model to send to the cloud *from their arrival*
+   (when the round trip's odds are best and the cloud has a free slot) and,
+   past ``shed_target``, to shed (the requests that cost the most local time
+   per met deadline), so the rest meet their deadlines. A long model the
+   cloud serves safely goes there whole while the device is that busy (a
+   pending request of it seen before the plan goes too), since each local
+   run would hold a non-preemptive processor longer than a tighter stream
+   can wait. The LP is solved again only when a stream starts, stops or
+   changes its rate, so it costs nothing on almost every decision; when the
+   burst passes, its streams stop and the plan empties.
 6. **Placement prefers the earliest finish**: a request free to start now on
    a slower processor waits (late dispatch) for a faster one instead when
    that finishes it sooner by more than ``eft_slack`` × its run time, still in
    time; this keeps slow processors from soaking up work the fast ones would
-   finish twice as fast.
+   finish twice as fast. Conversely, a request with time to spare (more than
+   twice the budget of the tightest stream that needs a processor, i.e. whose
+   next fastest processor takes 1.25× as long) leaves that processor to it
+   when another one finishes the request in time, now or after a wait.
 
 7. **Window**: one decision looks at the ``window`` most urgent pending
    requests (Band's planner likewise schedules within a window); the rest
@@ -60,7 +68,7 @@ whose processors run one invocation at a time. One decision:
    workloads rarely have that many pending.
 
 No clock, no I/O, no randomness. The only state carried between decisions
-is the overload plan's (rates, shares, each pending request's fate), which
+is the overload plan's (stream rates, shares, each pending request's fate), which
 changes only with requests not seen before and with ``now_ms``; the same
 sequence of snapshots gives the same decisions, and deciding twice on one
 snapshot gives one answer. Times are ms.
@@ -71,7 +79,7 @@ from __future__ import annotations
 import heapq
 from typing import ClassVar
 
-from scheduler.policies._overload import CLOUD, SHED, OverloadPlan
+from scheduler.policies._overload import CLOUD, LOCAL, SHED, OverloadPlan
 from scheduler.types import Assignment, RequestView, SchedulerView
 
 _INF = float("inf")
@@ -98,7 +106,7 @@ class EdgertPolicy:
         risky_margin: headroom for a request the plan sends to the cloud.
         window: most pending requests one decision looks at (the most urgent).
         **plan_options: :class:`~scheduler.policies._overload.OverloadPlan`
-            options (``target``, ``shed_target``, ``window_ms`` …).
+            options (``target``, ``shed_target``, ``replan_ms`` …).
 
     Raises:
         ValueError: a negative margin, guard or slack; a non-positive plan option.
@@ -166,6 +174,8 @@ class EdgertPolicy:
         use_plan = self.use_plan
         if use_plan:
             plan.update(pending, now_ms, est, local, cloud_name, cloud_slots)
+        whole = plan.whole if use_plan else ()
+        reserved = plan.reserved if use_plan else None
         base = ready[:]          # without this decision's claims
         n_proc = len(names)
         rows: dict[str, list[tuple[int, float]]] = {}
@@ -192,6 +202,8 @@ class EdgertPolicy:
                 if fate == SHED:
                     out.append(Assignment.drop(req.id, _shed(req.model, plan.utilization)))
                     continue
+                if fate == LOCAL and req.model in whole:
+                    fate = CLOUD     # seen before the plan sent its whole model to the cloud: it goes too
             model = req.model
             row = rows.get(model)
             if row is None:
@@ -224,6 +236,20 @@ class EdgertPolicy:
             elif ii >= 0 and (li == ii or ready[li] + k_local * (lf - ready[li]) > target
                               or lf + slack * (lf - ready[li]) >= iff):
                 pick, finish = ii, iff                    # free now and in time (no much faster wait)
+                if reserved:
+                    r = reserved.get(names[ii])
+                    if r is not None and r[0] != model and target - now_ms > 2.0 * r[1]:
+                        # a request with time to spare leaves a tighter stream's fastest processor to it
+                        # when another one finishes it in time (now, or after a wait: a claim)
+                        for i, ms in row:
+                            if cloud[i] or i == ii:
+                                continue
+                            q = reserved.get(names[i])
+                            if q is not None and q[0] != model:
+                                continue
+                            st = ready[i]
+                            if st + k_local * ms <= target and (pick == ii or st + ms < finish):
+                                pick, finish = i, st + ms
             elif li >= 0 and ready[li] + k_local * (lf - ready[li]) <= target:
                 pick, finish = li, lf                     # in time after a wait: claim
                 if ci >= 0 and target - guard < cf + cm * cms <= target:
