@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -83,7 +84,7 @@ class Forest:
         child_ptr[-1] = edge_off[-1]
         child_idx = np.concatenate([t.child_idx for t in trees]) + np.repeat(offsets[:-1], n_edges)
         first = np.concatenate([t.first for t in trees]) + np.repeat(offsets[:-1], sizes)
-        words: tuple[str | None, ...] = tuple(w for t in trees for w in t.words)
+        words: tuple[str | None, ...] = tuple(chain.from_iterable(t.words for t in trees))
         return cls(child_ptr, child_idx, np.concatenate([t.height for t in trees]), first,
                    offsets[1:] - 1, offsets, words)
 
