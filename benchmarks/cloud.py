@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -155,7 +156,16 @@ def bar_scale(broker: Mosquitto, models: Path, tmp: Path, seconds: float) -> dic
             "bar": 1.8, "pass": two / one >= 1.8}
 
 
-def _burst(offload: str | None, models: Path, seconds: float, factor: float) -> dict:
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _burst(offload: str | None, models: Path, seconds: float, factor: float,
+           pids: dict[str, int] | None = None) -> dict:
+    """One burst; ``pids`` ({label: pid}) are the processes whose cores used are reported beside ours."""
+    pids = {"client": os.getpid(), **(pids or {})}
     x = np.zeros((1, 64, 64, 3), np.float32)
     with edgert.Runtime(cpu_workers=1, offload=offload) as rt:
         m = rt.load(models / "cnn.onnx", name="cnn", slo_ms=None)
@@ -169,6 +179,7 @@ def _burst(offload: str | None, models: Path, seconds: float, factor: float) -> 
         period_ms = service_ms / factor
         n = int(seconds * 1e3 / period_ms)
         futs = []
+        cpu0 = {k: _cpu_s(p) for k, p in pids.items()}
         t0 = time.perf_counter()
         for i in range(n):
             delay = t0 + i * period_ms / 1e3 - time.perf_counter()
@@ -177,14 +188,17 @@ def _burst(offload: str | None, models: Path, seconds: float, factor: float) -> 
             with rt.frame(deadline_ms=slo_ms):
                 futs.append(m.submit(x))
         results = [f.result(60) for f in futs]
+        wall = time.perf_counter() - t0
+        cores = {k: round((_cpu_s(p) - cpu0[k]) / wall, 2) for k, p in pids.items()}
     status: dict = {}
     where: dict = {}
     for r in results:
         status[r.status] = status.get(r.status, 0) + 1
         if r.ok:
             where[r.processor] = where.get(r.processor, 0) + 1
+    cores["total"] = round(sum(cores.values()), 2)
     return {"requests": n, "service_ms": service_ms, "slo_ms": slo_ms, "period_ms": period_ms,
-            "met": status.get("ok", 0) / n, "status": status, "by_processor": where}
+            "met": status.get("ok", 0) / n, "status": status, "by_processor": where, "cores_used": cores}
 
 
 def bar_burst(broker: Mosquitto, models: Path, tmp: Path, seconds: float, factor: float = 1.7,
@@ -192,8 +206,9 @@ def bar_burst(broker: Mosquitto, models: Path, tmp: Path, seconds: float, factor
     w = WorkerProc(broker.url, models, tmp / "b.log")
     try:
         w.ready()
-        without = _burst(None, models, seconds, factor)
-        with_ = _burst(broker.url + f"?capacity={capacity}", models, seconds, factor)
+        pids = {"cloud worker": w.proc.pid, "broker": broker.proc.pid}
+        without = _burst(None, models, seconds, factor, pids)
+        with_ = _burst(broker.url + f"?capacity={capacity}", models, seconds, factor, pids)
     finally:
         w.stop()
     gain = with_["met"] - without["met"]
@@ -234,6 +249,8 @@ def main() -> int:
                 print(f"burst 1.7x one CPU worker ({wo['service_ms']:.2f} ms/req, slo {w['slo_ms']:.1f} ms): met "
                       f"{100 * w['met']:.1f} % with offload {w['by_processor']} vs {100 * wo['met']:.1f} % without; "
                       f"+{r['points_gained']:.1f} points; bar: {'PASS' if r['pass'] else 'FAIL'}")
+                print(f"      cores used with offload {w['cores_used']} of {os.cpu_count()}; without "
+                      f"{wo['cores_used']}")
         finally:
             broker.stop()
     if args.json:
