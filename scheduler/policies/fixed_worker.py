@@ -27,10 +27,15 @@ Here:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from operator import attrgetter
 from typing import ClassVar
 
 from scheduler.policies._band import PAST_DEADLINE, row_cache, unsupported
 from scheduler.types import Assignment, ProcessorView, SchedulerView
+
+
+_name = attrgetter("name")
+_available = attrgetter("available")
 
 
 class FixedWorkerPolicy:
@@ -56,12 +61,12 @@ class FixedWorkerPolicy:
         estimator = view.estimator
         prior = getattr(estimator, "prior_ms", None)
         procs = view.processors
-        names = tuple([p.name for p in procs])
+        names = tuple(map(_name, procs))
         key = (estimator, getattr(estimator, "prior_version", -1), names) if prior is not None else None
         if key is None or key != self._static_key or key[0] is not self._static_key[0]:
             self._static.clear()
             self._static_key = key
-        down = {p.name for p in procs if not p.available}
+        down = set() if all(map(_available, procs)) else {p.name for p in procs if not p.available}
         ranked = self._static
         mapping = self.mapping
         current = estimator.expected_ms

@@ -306,21 +306,23 @@ class Simulation:
                     pviews = tuple(pv)
                 decisions += 1
                 out = decide(scheduler_view(tuple(pending.values()), pviews, est), now)
-                for a in out:
-                    rid = a.request_id
+                for rid, name, reason in out:   # Assignment(request_id, processor, reason)
                     if pending.pop(rid, None) is None:
                         raise EdgeRTError(f"policy {pname!r} decided about request {rid}, which is not pending "
                                           "(decide must only name view.pending ids)")
-                    name = a.processor
                     if name is None:
-                        self._drop(rid, a.reason or dropped_by, now)
+                        self._drop(rid, reason or dropped_by, now)
                         continue
-                    p = by_name.get(name)
                     m = mcode[rid]
-                    lat = p.lat[m] if p is not None else None
-                    if lat is None:
+                    try:
+                        p = by_name[name]
+                        lat = p.lat[m]
+                        if lat is None:
+                            raise KeyError(name)
+                    except KeyError:
                         raise EdgeRTError(f"policy {pname!r} placed request {rid} (model {mname[rid]!r}) on "
-                                          f"{name!r}, which " + ("does not exist" if p is None else "cannot run it"))
+                                          f"{name!r}, which " + ("cannot run it" if name in by_name
+                                                                 else "does not exist")) from None
                     if len(p.running) < p.slots and not p.queue:   # free: start it now
                         mean, extra, fac = lat
                         ms = mean * fac[rid] + extra
