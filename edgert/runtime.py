@@ -20,7 +20,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,32 +28,37 @@ from typing import Any
 
 import numpy as np
 
+from edgert.dispatch import Dispatcher
 from edgert.frame import Frame, current_frame
-from edgert.loader import check_delegate_names, open_on_workers, profiled_ms, resolve_delegates
+from edgert.loader import (
+    check_delegate_names,
+    open_on_workers,
+    profiled_ms,
+    resolve_delegates,
+)
 from edgert.model import LoadedModel, Model, artifacts_of
-from edgert.result import DROPPED, FAILED, LATE, OK, Request, Result, outputs_dict
+from edgert.result import Request, Result
 from edgert.stats import ModelStats
 from edgert.trace import TraceWriter
 from edgert.worker import Worker, make_workers
 from scheduler.errors import (
     ConfigError,
     EdgeRTError,
-    InferenceError,
-    RequestDropped,
 )
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import DeviceProfile
 from scheduler.registry import make_policy
 from scheduler.timeline import RequestRecord, write_chrome_trace
-from scheduler.types import Assignment, Policy, ProcessorView, RequestView, SchedulerView
+from scheduler.types import (
+    Policy,
+    RequestView,
+)
 
-#: After a runtime fault, an accelerator is kept out of placement this long before it is tried again (ms).
-REPROBE_MS = 2_000.0
 #: Finished requests kept for ``records()`` / timelines.
 RECORDS_KEPT = 200_000
 
 
-class Runtime:
+class Runtime(Dispatcher):
     """Runs many models concurrently on this host's processors, each request placed by a policy.
 
     Args:
@@ -320,179 +325,3 @@ class Runtime:
         exp = self.estimator.expected_ms
         vals = [v for w in self._workers if (v := exp(model, w.name)) is not None]
         return min(vals) if vals else 0.0
-
-    # -- scheduling ------------------------------------------------------------------------
-    def _schedule_locked(self, now: float, done: list[tuple[Request, Result]],
-                         wake: list[Worker] | None = None) -> None:
-        """Ask the policy about every pending request and apply its answer.
-
-        Workers given work are notified at once, or appended to ``wake`` for the caller to
-        notify after it has taken what it runs inline.
-        """
-        if not self._pending:
-            return
-        exp = self.estimator.expected_ms
-        procs = tuple(self._view(w, now, exp) for w in self._workers)
-        view = SchedulerView(tuple(r.view for r in self._pending.values()), procs, self.estimator)
-        try:
-            decisions: list[Assignment] = self._policy.decide(view, now)
-        except Exception as exc:  # a policy bug must not lose requests
-            err = InferenceError(f"scheduler {self.scheduler!r} raised {exc!r}")
-            err.__cause__ = exc
-            for req in list(self._pending.values()):
-                self._fail_locked(req, err, now, done)
-            self._pending.clear()
-            return
-        for a in decisions:
-            req = self._pending.pop(a.request_id, None)
-            if req is None:
-                continue
-            if a.processor is None:
-                self._drop_locked(req, a.reason or f"dropped by scheduler {self.scheduler!r}", now, done)
-                continue
-            w = self._by_name.get(a.processor)
-            if w is None or not self._can_run(w, req):
-                self._drop_locked(req, f"scheduler {self.scheduler!r} placed it on {a.processor!r}, "
-                                  "which cannot run it", now, done)
-                continue
-            req.worker = w
-            w.queue.append(req)
-            if wake is None:
-                w.cond.notify()
-            elif w not in wake:
-                wake.append(w)
-        if self._pending:
-            self._drop_unplaceable_locked(now, done)
-
-    def _view(self, w: Worker, now: float, exp: Any) -> ProcessorView:
-        if not w.running and not w.queue and now >= w.unhealthy_until_ms:
-            return w.idle_view
-        busy = 0.0
-        if w.running and not w.has_free_slot():
-            busy = min(r.start_ms + (exp(r.model.name, w.name) or 0.0) for r in w.running)
-        queued = sum((exp(r.model.name, w.name) or 0.0) for r in w.queue) if w.queue else 0.0
-        return ProcessorView(w.name, w.kind, busy, queued, len(w.queue), now >= w.unhealthy_until_ms,
-                             w.capacity, w.capacity - len(w.running))
-
-    def _can_run(self, w: Worker, req: Request) -> bool:
-        allowed = req.view.allowed
-        return (self.estimator.expected_ms(req.model.name, w.name) is not None
-                and (allowed is None or w.name in allowed))
-
-    def _drop_unplaceable_locked(self, now: float, done: list[tuple[Request, Result]]) -> None:
-        if not any(w.is_idle() for w in self._workers):
-            return  # a completion is coming, and with it another decision (load guarantees a session)
-        for req in list(self._pending.values()):
-            able = [w for w in self._workers if self._can_run(w, req)]
-            if not able:
-                reason = f"no processor of this runtime can run model {req.model.name!r}"
-            elif all(w.is_idle() for w in able):
-                unhealthy = [w.name for w in able if now < w.unhealthy_until_ms]
-                reason = (f"its processors {unhealthy} are unhealthy after a fault" if unhealthy else
-                          f"left unplaced by scheduler {self.scheduler!r} while every processor that "
-                          "could run it was idle")
-            else:
-                continue
-            del self._pending[req.id]
-            self._drop_locked(req, reason, now, done)
-
-    # -- execution -------------------------------------------------------------------------
-    def _loop(self, w: Worker) -> None:
-        while True:
-            with w.cond:
-                while not (w.queue and w.has_free_slot()):
-                    if self._stopping:
-                        return
-                    w.cond.wait()
-                req = w.queue.popleft()
-                w.running.append(req)
-                req.start_ms = self.now_ms()
-            self._run(w, req)
-
-    def _run(self, w: Worker, req: Request) -> None:
-        outs: list[np.ndarray] | None = None
-        err: EdgeRTError | None = None
-        delegate = ""
-        try:
-            outs, delegate = w.execute(req)
-        except EdgeRTError as exc:
-            err = exc
-        except Exception as exc:  # a foreign exception that escaped a delegate's mapping
-            err = InferenceError(f"{w.name} failed running {req.model.name!r}: {exc!r}")
-            err.__cause__ = exc
-        done: list[tuple[Request, Result]] = []
-        with self._lock:
-            end = self.now_ms()
-            w.running.remove(req)
-            if w.queue:
-                w.cond.notify()
-            if err is None:
-                self._observe(req.model.name, w.name, end - req.start_ms)
-                status = OK if end <= req.deadline_ms else LATE
-                res = Result(outputs_dict(req.model.output_names, outs), status, w.name, delegate,  # type: ignore[arg-type]
-                             end - req.arrival_ms, req.start_ms - req.arrival_ms, None, req.model.name,
-                             req.id, req.deadline_ms, req.arrival_ms, req.frame, req.trace_id)
-                self._complete_locked(req, res, w.name, end, done)
-            elif not self._replace_locked(w, req, end):
-                self._fail_locked(req, err, end, done)
-        # Resolve first: completion callbacks submit the next cascade stages, which must be
-        # pending when the freed processor is next decided on (else older work takes it).
-        self._resolve(done)
-        if self._pending:  # unlocked peek is safe: whoever adds to pending decides itself
-            done = []
-            with self._lock:
-                self._schedule_locked(self.now_ms(), done)
-            if done:
-                self._resolve(done)
-
-    def _observe(self, model: str, proc: str, ms: float) -> None:
-        if self._unmeasured and (model, proc) in self._unmeasured:
-            self._unmeasured.discard((model, proc))
-            self.estimator.seed(model, proc, ms)
-        else:
-            self.estimator.update(model, proc, ms)
-
-    def _replace_locked(self, w: Worker, req: Request, now: float) -> bool:
-        """After a fault on an accelerator, mark it unhealthy and re-place the request if time allows."""
-        if w.kind == "cpu" or req.attempts >= 2 or now >= req.deadline_ms:
-            return False
-        if not any(o is not w and self._can_run(o, req) for o in self._workers):
-            return False
-        w.unhealthy_until_ms = now + REPROBE_MS
-        req.attempts += 1
-        req.worker = None
-        self._pending[req.id] = req
-        return True
-
-    # -- terminal states -------------------------------------------------------------------
-    def _complete_locked(self, req: Request, res: Result, proc: str, end: float,
-                         done: list[tuple[Request, Result]]) -> None:
-        self._stats[req.model.name].add(res.status, proc, res.latency_ms)
-        self._records.append(RequestRecord(req.id, req.model.name, res.status, req.arrival_ms,
-                                           req.deadline_ms, proc, req.start_ms, end, req.frame,
-                                           str(res.error) if res.error is not None else ""))
-        done.append((req, res))
-        self._inflight -= 1
-        if not self._inflight:
-            self._idle.notify_all()
-
-    def _drop_locked(self, req: Request, reason: str, now: float, done: list[tuple[Request, Result]]) -> None:
-        res = Result(None, DROPPED, "", "", now - req.arrival_ms, now - req.arrival_ms,
-                     RequestDropped(req.model.name, reason), req.model.name, req.id, req.deadline_ms,
-                     req.arrival_ms, req.frame, req.trace_id)
-        self._complete_locked(req, res, "", now, done)
-
-    def _fail_locked(self, req: Request, err: EdgeRTError, now: float, done: list[tuple[Request, Result]]) -> None:
-        proc = req.worker.name if req.worker is not None else ""
-        res = Result(None, FAILED, proc, "", now - req.arrival_ms,
-                     (req.start_ms if not math.isnan(req.start_ms) else now) - req.arrival_ms, err,
-                     req.model.name, req.id, req.deadline_ms, req.arrival_ms, req.frame, req.trace_id)
-        self._complete_locked(req, res, proc, now, done)
-
-    @staticmethod
-    def _resolve(done: Iterable[tuple[Request, Result]]) -> None:
-        for req, res in done:
-            req.result = res
-            fut = req.future
-            if fut is not None and not fut.cancelled():
-                fut.set_result(res)
