@@ -107,6 +107,7 @@ class _SimpyBase:
         table: dict[str, dict[str, float]] = {}
         for p in self.procs:
             p.lat = [None] * len(wl.models)
+            p.keys = [(m, p.name) for m in wl.models]
         for model, row in prof.latency_ms.items():
             for pn, ms in row.items():
                 table.setdefault(model, {})[pn] = ms
@@ -168,9 +169,9 @@ class _SimpyBase:
             return
         now = self.env.now
         pending = self.pending
-        models, mname, mcode, expected = self.wl.models, self.mname, self.mcode, self.est.expected_ms
+        mcode, ema = self.mcode, self.est.ema_table()
         view = scheduler_view(tuple(pending.values()),
-                              tuple(p.make_view(self.start_ms, mname, models, expected) for p in self.procs),
+                              tuple(p.make_view(self.start_ms, mcode, ema) for p in self.procs),
                               self.est)
         for a in self.policy.decide(view, now):
             rid = a.request_id

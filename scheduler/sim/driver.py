@@ -65,11 +65,11 @@ import numpy as np
 from scheduler.errors import EdgeRTError, TraceError
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import DeviceProfile
-from scheduler.sim._views import request_view, scheduler_view
+from scheduler.sim._views import scheduler_view
 from scheduler.sim.columns import Workload, arrival_groups, downstream_ms
 from scheduler.sim.metrics import Outcome
 from scheduler.sim.processor import SimProcessor
-from scheduler.types import Policy, ProcessorView
+from scheduler.types import Policy, ProcessorView, RequestView
 
 #: The drop reason for a request a decision left pending while every processor that could run it was
 #: idle; the live runtime's wording (``edgert/runtime.py``), formatted by :func:`left_unplaced`.
@@ -221,7 +221,6 @@ class Simulation:
         by_name = self.by_name
         cands = self._cands
         est = self.estimator
-        expected = est.expected_ms
         ema, alpha = est.ema_table(), est.alpha   # update() inlined: every (model, processor) that runs is seeded
         decide = self.policy.decide
         pname = self.policy_name
@@ -231,7 +230,7 @@ class Simulation:
         heap: list[tuple[float, int, int]] = []
         push, pop = heappush, heappop
         done_append = done.append
-        rview = request_view
+        tnew, RV = tuple.__new__, RequestView   # RequestView(...) built in C (see scheduler.sim._views)
         seq = 0
         gi = 0
         ta = group_t[0] if n_groups else inf   # time of the next root arrival group
@@ -286,12 +285,12 @@ class Simulation:
                     if kids is not None:   # its firing cascade stages become ready now
                         for c in kids:
                             ready[c] = now
-                            pending[c] = rview(c, mname[c], now, deadline[c], sname[c], frame[c], down[c], None)
+                            pending[c] = tnew(RV, (c, mname[c], now, deadline[c], sname[c], frame[c], down[c], None))
                 # priority 1: root arrivals at this instant
                 if ta == now:
                     for r in group_ids[gi]:
                         ready[r] = now
-                        pending[r] = rview(r, mname[r], now, deadline[r], sname[r], frame[r], down[r], None)
+                        pending[r] = tnew(RV, (r, mname[r], now, deadline[r], sname[r], frame[r], down[r], None))
                     gi += 1
                     ta = group_t[gi] if gi < n_groups else inf
                     if on_tick is not None and gi % tick_every == 0:
@@ -301,7 +300,7 @@ class Simulation:
                 # priority 2: one decision for the instant
                 if stale:
                     for p in stale:
-                        pv[p.index] = p.view = p.make_view(start, mname, models, expected)
+                        pv[p.index] = p.view = p.make_view(start, mcode, ema)
                     stale.clear()
                     pviews = tuple(pv)
                 decisions += 1

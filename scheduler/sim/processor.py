@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 
 from scheduler.sim._views import processor_view
 from scheduler.types import ProcessorView
@@ -33,28 +32,29 @@ class SimProcessor:
         #: by model code: the estimator key ``(model, name)`` of this processor
         self.keys: list[tuple[str, str]] = []
 
-    def make_view(self, start_ms: list[float], model_of: list[str], models: list[str],
-                  expected: Callable[[str, str], float | None]) -> ProcessorView:
+    def make_view(self, start_ms: list[float], mcode: list[int], ema: dict[tuple[str, str], float]) -> ProcessorView:
         """The policy's snapshot of this processor, as ``edgert.Runtime._view`` builds it.
 
         ``busy_until_ms``: 0 while a slot is free, else the earliest ``start + expected latency`` of
         its runs; ``queued_ms``: the expected latencies of its queue; both from the estimator now.
-        ``start_ms`` and ``model_of`` are by request id, ``models`` by model code.
+        ``start_ms`` and ``mcode`` (model code) are by request id; ``ema`` is the estimator's table
+        (``LatencyEstimator.ema_table()``), read through :attr:`keys` (every model this processor
+        runs or queues is in it).
         """
         free = self.slots - len(self.running)
         queue = self.queue
         if free == self.slots and not queue:
             return self.idle_view
-        name = self.name
+        keys = self.keys
         if free > 0:
             busy = 0.0
         elif self.slots == 1:
             r = self.running[0]
-            busy = start_ms[r] + (expected(model_of[r], name) or 0.0)
+            busy = start_ms[r] + ema[keys[mcode[r]]]
         else:
-            busy = min([start_ms[r] + (expected(model_of[r], name) or 0.0) for r in self.running])
+            busy = min([start_ms[r] + ema[keys[mcode[r]]] for r in self.running])
         queued = 0.0
         if queue:
             for m, k in self.qcount.items():
-                queued += k * (expected(models[m], name) or 0.0)
-        return processor_view(name, self.kind, busy, queued, len(queue), True, self.slots, free)
+                queued += k * ema[keys[m]]
+        return processor_view(self.name, self.kind, busy, queued, len(queue), True, self.slots, free)
