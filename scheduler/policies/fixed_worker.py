@@ -46,9 +46,13 @@ class FixedWorkerPolicy:
     def __init__(self, mapping: Mapping[str, str] | None = None) -> None:
         """``mapping``: optional ``{model: processor name}``; others use their fastest local processor."""
         self.mapping: dict[str, str] = dict(mapping or {})
-        # the static best per model, derived from the estimator's priors; rebuilt when they change
-        self._static_key: tuple[object, int, tuple[str, ...]] | None = None
+        # each model's processors ranked by prior latency; rebuilt when the priors or the processors change
         self._static: dict[str, list[str]] = {}
+        self._estimator: object = None
+        self._version: int | None = None
+        self._procs: tuple[ProcessorView, ...] | None = None
+        self._names: tuple[str, ...] = ()
+        self._down: set[str] = set()
 
     def decide(self, view: SchedulerView, now_ms: float) -> list[Assignment]:
         """Assign every pending request to its model's fixed processor (pure in view and now_ms).
@@ -61,12 +65,18 @@ class FixedWorkerPolicy:
         estimator = view.estimator
         prior = getattr(estimator, "prior_ms", None)
         procs = view.processors
-        names = tuple(map(_name, procs))
-        key = (estimator, getattr(estimator, "prior_version", -1), names) if prior is not None else None
-        if key is None or key != self._static_key or key[0] is not self._static_key[0]:
-            self._static.clear()
-            self._static_key = key
-        down = set() if all(map(_available, procs)) else {p.name for p in procs if not p.available}
+        if procs is not self._procs:   # a new processor snapshot (a driver may pass an unchanged one again)
+            self._procs = procs
+            names = tuple(map(_name, procs))
+            if names != self._names:
+                self._static.clear()
+                self._names = names
+            self._down = set() if all(map(_available, procs)) else {p.name for p in procs if not p.available}
+        names, down = self._names, self._down
+        version = getattr(estimator, "prior_version", None) if prior is not None else None
+        if version is None or version != self._version or estimator is not self._estimator:
+            self._static.clear()   # without priors, rankings follow the current estimates: kept one decision
+            self._estimator, self._version = estimator, version
         ranked = self._static
         mapping = self.mapping
         current = estimator.expected_ms
