@@ -12,7 +12,7 @@ Each policy: ``repeat`` rounds of ``number`` calls, report the best round
 
 edgert's overload plan solves a small LP (~0.3-0.6 ms) only when the demand
 it plans for moved: a stream started, stopped or changed its rate by more
-than 5 % (checked in O(1) per decision, at most every 25 ms of driver time),
+than 5 % (checked in O(1) per decision, at most every 50 ms of driver time),
 so the fixed snapshots above never trigger it; ``--in-sim`` therefore also
 times every decide() call of a real simulated overload run (pixel4 social_a,
 load 3 with the 3x burst), re-plans included, and reports the mean, p99 and

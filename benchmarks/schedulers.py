@@ -4,8 +4,8 @@ Grid: 6 policies (Band's five baselines + edgert) × 7 XRBench scenarios ×
 3 shipped profiles (galaxy-s23, xr2-gen2, pixel4) × loads 1, 1.5, 2, 3 ×
 {no burst, a 3× burst of 2 s}. Each cell simulates ``--duration`` seconds
 (default 10 s; the burst runs from 4 s to 6 s, so 4 s after it show whether
-offload stops) with one seed per cell (``--seeds`` to add more; figures are
-then summed over seeds). Latency noise: the simulator's default (log-normal,
+offload stops) with one seed per cell (``--seed`` picks it, ``--seeds`` adds more;
+figures are then summed over seeds). Latency noise: the simulator's default (log-normal,
 sigma 0.1 local, 0.2 cloud). The cloud is available to every policy (4
 server slots, the profile's RTT and link), so the baselines can use it too.
 
@@ -30,7 +30,12 @@ infeasible rather than silently excused; every cell that fails bar 3 gets
 the LP's ceiling over the burst window, plain and in expectation under the
 simulator's cloud jitter (``--burst-only``, ``--cloud-odds``).
 
-    python benchmarks/schedulers.py [--duration 10] [--seeds 1] [--jobs 2] [--markdown OUT.md] [--bounds]
+With ``--check-seeds 1,2`` the grid is run again on each of those seeds and
+their bars are printed (and written under the markdown's bars): a policy
+tuned to one seed's noise shows it there.
+
+    python benchmarks/schedulers.py [--duration 10] [--seed 0] [--seeds 1] [--jobs 2] [--markdown OUT.md] [--bounds]
+                                    [--check-seeds 1,2]
 """
 
 from __future__ import annotations
@@ -86,14 +91,14 @@ def burst_for(duration_s: float) -> Burst:
     return Burst(start_s=round(0.4 * duration_s, 3), duration_s=BURST_S, factor=BURST_FACTOR)
 
 
-def run_cell(cell: tuple[str, str, float, bool, float, int]) -> dict[str, Figures]:
-    """Run every policy on one cell; returns figures by policy name."""
-    profile, scenario, load, burst, duration, seeds = cell
+def run_cell(cell: tuple[str, str, float, bool, float, int, int]) -> dict[str, Figures]:
+    """Run every policy on one cell (seeds ``seed0 .. seed0 + seeds - 1``); returns figures by policy name."""
+    profile, scenario, load, burst, duration, seeds, seed0 = cell
     b = burst_for(duration) if burst else None
     out: dict[str, Figures] = {}
     for name in POLICIES:
         acc = [0, 0, 0.0, 0, 0, 0, -math.inf]
-        for seed in range(seeds):
+        for seed in range(seed0, seed0 + seeds):
             res = run_simulation(SimConfig(scenario=scenario, profile=profile, scheduler=name, load=load,
                                            duration_s=duration, seed=seed, burst=b))
             s = res.summary()
@@ -115,10 +120,10 @@ def run_cell(cell: tuple[str, str, float, bool, float, int]) -> dict[str, Figure
     return out
 
 
-def cells(duration: float, seeds: int) -> list[tuple[str, str, float, bool, float, int]]:
+def cells(duration: float, seeds: int, seed0: int = 0) -> list[tuple[str, str, float, bool, float, int, int]]:
     """The grid, profile-major."""
     profiles = [p for p in ("galaxy-s23", "xr2-gen2", "pixel4") if p in profile_names()]
-    return [(p, s, load, burst, duration, seeds)
+    return [(p, s, load, burst, duration, seeds, seed0)
             for p in profiles for s in scenario_names() for load in LOADS for burst in (False, True)]
 
 
@@ -168,7 +173,7 @@ def bound_rows(results: list[tuple[tuple, dict[str, Figures]]], jobs: int) -> li
         ours = figs[DEFAULT_POLICY].misses
         if cell[2] >= 2.0 and ours > 0.5 * best:
             todo.append((cell, ours, best))
-    args = [(c[0], c[1], c[2], c[3], c[4]) for c, _, _ in todo]
+    args = [(c[0], c[1], c[2], c[3], c[4], c[6]) for c, _, _ in todo]
     if jobs > 1 and args:
         with ProcessPoolExecutor(jobs) as ex:
             bounds = list(ex.map(_bound_cell, args))
@@ -185,7 +190,7 @@ def bound_rows(results: list[tuple[tuple, dict[str, Figures]]], jobs: int) -> li
 def _bound_cell(a: tuple) -> int:
     from capacity_bound import bound
 
-    return bound(a[0], a[1], a[2], a[3], a[4]).min_misses
+    return bound(a[0], a[1], a[2], a[3], a[4], a[5]).min_misses
 
 
 def burst_rows(results: list[tuple[tuple, dict[str, Figures]]],
@@ -199,7 +204,7 @@ def burst_rows(results: list[tuple[tuple, dict[str, Figures]]],
             rate = ours.burst_met / ours.burst_requests
             if rate < BURST_MET:
                 todo.append((cell, 100.0 * rate))
-    args = [(c[0], c[1], c[2], c[3], c[4]) for c, _ in todo]
+    args = [(c[0], c[1], c[2], c[3], c[4], c[6]) for c, _ in todo]
     if jobs > 1 and args:
         with ProcessPoolExecutor(jobs) as ex:
             ceilings = list(ex.map(_burst_cell, args))
@@ -220,8 +225,8 @@ def burst_rows(results: list[tuple[tuple, dict[str, Figures]]],
 def _burst_cell(a: tuple) -> tuple[float, float]:
     from capacity_bound import bound
 
-    plain = bound(a[0], a[1], a[2], a[3], a[4], burst_only=True)
-    odds = bound(a[0], a[1], a[2], a[3], a[4], burst_only=True, cloud_odds=CLOUD_NOISE)
+    plain = bound(a[0], a[1], a[2], a[3], a[4], a[5], burst_only=True)
+    odds = bound(a[0], a[1], a[2], a[3], a[4], a[5], burst_only=True, cloud_odds=CLOUD_NOISE)
     n = plain.burst_requests or 1
     return 100.0 * plain.burst_max_met / n, 100.0 * odds.burst_max_met / n
 
@@ -239,7 +244,8 @@ def text_table(results: list[tuple[tuple, dict[str, Figures]]]) -> str:
 
 def markdown(results: list[tuple[tuple, dict[str, Figures]]], bars: list[tuple[str, bool, str]],
              command: str, conditions: str, bounds: list[tuple[str, int, int, int, str]] | None = None,
-             bursts: list[tuple[str, float, float, float, str]] | None = None) -> str:
+             bursts: list[tuple[str, float, float, float, str]] | None = None,
+             other_seeds: list[tuple[int, list[tuple[str, bool, str]]]] | None = None) -> str:
     cols = [SHORT[n] for n in POLICIES]
     out = ["# Scheduling policies on the XRBench scenarios (simulated)", "",
            f"Command: `{command}`", "", conditions, "",
@@ -272,6 +278,16 @@ def markdown(results: list[tuple[tuple, dict[str, Figures]]], bars: list[tuple[s
                 "|---|---:|---:|---:|---|"]
         for lab, ours, plain, odds, verdict in bursts:
             out.append(f"| {lab} | {ours:.1f} | {plain:.1f} | {odds:.1f} | {verdict} |")
+    if other_seeds:
+        out += ["", "## The bars on other seeds", "",
+                ("The same grid re-run with other seeds (cascade draws and latency noise change; "
+                 "`--check-seeds`), bars only; the table below is seed "
+                 f"{results[0][0][6]}'s."), ""]
+        for seed, sbars in other_seeds:
+            for name, ok, detail in sbars:
+                out.append(f"- seed {seed}: **{'PASS' if ok else 'FAIL'}** {name}")
+                for d in detail.splitlines():
+                    out.append(f"  - {d}")
     for prof in dict.fromkeys(c[0] for c, _ in results):
         out += ["", f"## {prof}", "",
                 "| scenario | load | burst | " + " | ".join(cols) + " | edgert rt | edgert misses | best Band misses |",
@@ -297,13 +313,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--duration", type=float, default=10.0, help="simulated seconds per cell (default 10)")
     ap.add_argument("--seeds", type=int, default=1, help="seeds per cell, summed (default 1)")
+    ap.add_argument("--seed", type=int, default=0, help="first seed (default 0): seeds SEED .. SEED+SEEDS-1")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes")
     ap.add_argument("--markdown", metavar="OUT.md", help="also write the tables and bars as markdown")
     ap.add_argument("--quick", action="store_true", help="one profile (pixel4), no markdown: a smoke run")
+    ap.add_argument("--check-seeds", metavar="S,S", default="",
+                    help="also run the grid with these seeds (comma-separated) and report their bars")
     ap.add_argument("--bounds", action="store_true",
                     help="solve the capacity LP for every cell failing bar 2 (needs scipy; minutes)")
     args = ap.parse_args(argv)
-    grid = cells(args.duration, args.seeds)
+    if args.bounds and args.seeds != 1:
+        ap.error("--bounds solves one seed's workload; use it with --seeds 1 (and --seed to pick the seed)")
+    grid = cells(args.duration, args.seeds, args.seed)
     if args.quick:
         grid = [c for c in grid if c[0] == "pixel4"]
     t0 = time.perf_counter()
@@ -340,17 +361,34 @@ def main(argv: list[str] | None = None) -> int:
         for lab, ours, plain, odds, verdict in bursts:
             print(f"  {lab:<36} edgert {ours:5.1f} %  ceiling {plain:5.1f} %  with cloud jitter {odds:5.1f} %  "
                   f"{verdict}")
+    other: list[tuple[int, list[tuple[str, bool, str]]]] = []
+    for seed in (int(x) for x in args.check_seeds.split(",") if x.strip()):
+        sgrid = cells(args.duration, 1, seed)
+        if args.quick:
+            sgrid = [c for c in sgrid if c[0] == "pixel4"]
+        if args.jobs > 1:
+            with ProcessPoolExecutor(args.jobs) as ex:
+                sfigs = list(ex.map(run_cell, sgrid, chunksize=2))
+        else:
+            sfigs = [run_cell(c) for c in sgrid]
+        sbars = check_bars(list(zip(sgrid, sfigs)))
+        other.append((seed, sbars))
+        print(f"\nseed {seed}:")
+        for name, ok, detail in sbars:
+            print(f"{'PASS' if ok else 'FAIL'}  {name}")
+            for d in detail.splitlines():
+                print(f"        {d}")
     print(f"({len(grid)} cells x {len(POLICIES)} policies, {args.duration:g} s simulated each, "
-          f"{args.seeds} seed(s), {wall:.0f} s wall on {args.jobs} process(es))")
+          f"seed(s) {args.seed}..{args.seed + args.seeds - 1}, {wall:.0f} s wall on {args.jobs} process(es))")
     if args.markdown and not args.quick:
         command = "python benchmarks/schedulers.py " + " ".join(sys.argv[1:] if argv is None else argv)
         conditions = (f"{len(grid)} cells × {len(POLICIES)} policies; {args.duration:g} s simulated per cell, "
-                      f"seeds 0..{args.seeds - 1}; burst = {BURST_FACTOR:g}× for {BURST_S:g} s from "
+                      f"seeds {args.seed}..{args.seed + args.seeds - 1}; burst = {BURST_FACTOR:g}× for {BURST_S:g} s from "
                       f"{burst_for(args.duration).start_s:g} s; simulator latency noise at its defaults; cloud "
                       f"available to every policy. Deadline-met % is exact for the simulated run (no "
                       f"wall-clock timing is involved), so the table does not depend on host load.")
         with open(args.markdown, "w") as fh:
-            fh.write(markdown(results, bars, command.strip(), conditions, brows, bursts))
+            fh.write(markdown(results, bars, command.strip(), conditions, brows, bursts, other))
         print(f"wrote {args.markdown}")
     return 0 if all(ok for _, ok, _ in bars) else 1
 

@@ -19,13 +19,22 @@ whose processors run one invocation at a time. One decision:
      (*late dispatch*: no queue builds up behind a slow job, and a more
      urgent arrival can still go first at the next decision);
    * the **cloud** only when no local processor is expected to make the
-     effective deadline, or when the request has waited locally until its
-     last safe moment for the cloud (the expected cloud finish plus
-     ``cloud_margin`` of the cloud latency is within ``guard_ms`` of the
-     effective deadline) and still cannot start locally. The cloud counts as
-     *safe* only with that headroom, because a round trip over the network
-     varies far more than a local run. With no state between decisions, work
+     effective deadline, or at its last safe moment (expected cloud finish
+     plus ``cloud_margin`` of the cloud latency within ``guard_ms`` of the
+     effective deadline) for a request that still cannot start locally and
+     whose local claim is fragile: its wait is at least the slack it would
+     have left (one more such wait makes it late), or the device is
+     overloaded and the run is long (see 7). A claim that starts in 1 ms with
+     30 ms to spare stays local (xr2-gen2 social_b: 3 of 138 such offloads
+     came back late). The cloud is *safe* only with that headroom: a round
+     trip varies far more than a local run. Nothing here is state, so work
      returns to local processors as soon as they keep up again.
+   * **swap**: a request that would miss its effective deadline everywhere
+     takes a local processor given in this decision to a more urgent request
+     that another local processor also serves in time; EDF had placed that
+     one on its earliest finish without asking who needed the processor
+     more (pixel4 vr_gaming x2: gaze took the gpu from a hand frame while
+     the cpu sat idle).
    * if neither makes the effective deadline but one makes the frame deadline,
      the earliest finish (the request itself counts, its cascade may not).
 3. **Supersede** (``supersede=True``): when a request cannot be placed in
@@ -61,7 +70,14 @@ whose processors run one invocation at a time. One decision:
    next fastest processor takes 1.25× as long) leaves that processor to it
    when another one finishes the request in time, now or after a wait.
 
-7. **Window**: one decision looks at the ``window`` most urgent pending
+7. **Long runs leave an overloaded device**: while the plan finds the device
+   overloaded, a request whose fastest local run exceeds half the tightest
+   running model's budget goes to a free cloud slot that finishes it with
+   ``cloud_margin`` headroom, whatever its stream's rate (the plan's rule for
+   long models needs a rate, which a sparse cascade stage never shows:
+   pixel4 outdoor_a, a 74 ms speech run on the cpu cost two detections).
+
+8. **Window**: one decision looks at the ``window`` most urgent pending
    requests (Band's planner likewise schedules within a window); the rest
    wait for a later decision. This bounds a decision's cost when a client
    floods the runtime (a decision runs under the runtime's lock); XR
@@ -80,6 +96,7 @@ import heapq
 from typing import ClassVar
 
 from scheduler.policies._overload import CLOUD, LOCAL, SHED, OverloadPlan
+from scheduler.policies._slots import swap_slot, take_older_slot
 from scheduler.types import Assignment, RequestView, SchedulerView
 
 _INF = float("inf")
@@ -103,7 +120,8 @@ class EdgertPolicy:
             one when the faster one, after its wait, finishes sooner by more
             than this fraction of its own run time (and in time).
         plan: enable the overload plan (offload / shed shares by model).
-        risky_margin: headroom for a request the plan sends to the cloud.
+        risky_margin: headroom for a request the plan sends to the cloud (the plan prices the
+            round trip's odds of coming back late, so this only rules out a run that barely fits).
         window: most pending requests one decision looks at (the most urgent).
         **plan_options: :class:`~scheduler.policies._overload.OverloadPlan`
             options (``target``, ``shed_target``, ``replan_ms`` …).
@@ -118,7 +136,7 @@ class EdgertPolicy:
                  "use_plan", "window")
 
     def __init__(self, supersede: bool = True, margin: float = 0.2, cloud_margin: float = 0.4,
-                 guard_ms: float = 5.0, eft_slack: float = 1.0, plan: bool = True, risky_margin: float = 0.15,
+                 guard_ms: float = 5.0, eft_slack: float = 1.0, plan: bool = True, risky_margin: float = 0.05,
                  window: int = 32, **plan_options: float) -> None:
         for label, value in (("margin", margin), ("cloud_margin", cloud_margin), ("guard_ms", guard_ms),
                              ("eft_slack", eft_slack), ("risky_margin", risky_margin)):
@@ -176,6 +194,9 @@ class EdgertPolicy:
             plan.update(pending, now_ms, est, local, cloud_name, cloud_slots)
         whole = plan.whole if use_plan else ()
         reserved = plan.reserved if use_plan else None
+        # a local run longer than this (ms) holds a processor a tight stream needs, while overloaded
+        overloaded = use_plan and plan.overloaded
+        long_ms = 0.5 * plan.tight_ms if overloaded else _INF
         base = ready[:]          # without this decision's claims
         n_proc = len(names)
         rows: dict[str, list[tuple[int, float]]] = {}
@@ -188,6 +209,9 @@ class EdgertPolicy:
         # stream -> (index in out, or -1 for a claim; processor index; expected finish; request)
         placed: dict[str, tuple[int, int, float, RequestView]] = {}
         out: list[Assignment] = []
+        # per local processor: the request it was last given in this decision and its start (ms), for swap_slot
+        last: list[RequestView | None] = [None] * n_proc
+        last_start = [0.0] * n_proc
 
         if len(pending) > self.window:   # nsmallest is sorted(...)[:n], stable: ties keep arrival order
             ordered = heapq.nsmallest(self.window, pending, key=_urgency)
@@ -233,6 +257,9 @@ class EdgertPolicy:
                     ii, iff = i, f
             if fate == CLOUD and ci >= 0 and ready[ci] <= now_ms and cf + rm * cms <= target:
                 pick, finish = ci, cf                     # planned offload, a cloud slot is free now
+            elif overloaded and long_ms < lf - ready[li] and li >= 0 and ci >= 0 and ready[ci] <= now_ms \
+                    and cf + cm * cms <= target:
+                pick, finish = ci, cf                     # a long run would hold a tight stream's processor
             elif ii >= 0 and (li == ii or ready[li] + k_local * (lf - ready[li]) > target
                               or lf + slack * (lf - ready[li]) >= iff):
                 pick, finish = ii, iff                    # free now and in time (no much faster wait)
@@ -250,22 +277,29 @@ class EdgertPolicy:
                             st = ready[i]
                             if st + k_local * ms <= target and (pick == ii or st + ms < finish):
                                 pick, finish = i, st + ms
-            elif li >= 0 and ready[li] + k_local * (lf - ready[li]) <= target:
+            elif li >= 0 and (fm := ready[li] + k_local * (lf - ready[li])) <= target:
                 pick, finish = li, lf                     # in time after a wait: claim
-                if ci >= 0 and target - guard < cf + cm * cms <= target:
-                    pick, finish = ci, cf                 # ... unless the cloud's last safe moment is now
+                if ci >= 0 and target - guard < cf + cm * cms <= target and (
+                        ready[li] - now_ms >= target - fm or lf - ready[li] > long_ms):
+                    pick, finish = ci, cf                 # ... unless the cloud's last safe moment is now and
+                                                          # the claim is fragile (its wait >= its slack) or long
+            elif li >= 0 and swap_slot(req, row, target, last, last_start, rows, ready, cloud, names, k_local, now_ms,
+                                   out, placed if supersede else None):
+                continue                                  # took a slot whose holder moves elsewhere in time
             elif cf <= target:
                 pick, finish = ci, cf                     # no local processor makes it: cloud
             elif lf <= deadline or cf <= deadline:
                 pick, finish = (li, lf) if lf <= cf else (ci, cf)   # own deadline, not its cascade's
             else:
-                if supersede and _take_older_slot(req, placed, out, names, deadline):
+                if supersede and take_older_slot(req, placed, out, names, deadline, last):
                     continue
                 own = min(base[i] + ms for i, ms in row)
                 if own > deadline:
                     out.append(Assignment.drop(req.id, _late(own, deadline)))
                 continue   # could make it but for more urgent claims: stays pending, claims nothing
             start = ready[pick]
+            last[pick] = req
+            last_start[pick] = start
             if free[pick] > 0:                            # a free slot of a multi-slot processor
                 free[pick] -= 1
                 if free[pick] == 0:
@@ -281,25 +315,6 @@ class EdgertPolicy:
             elif supersede:
                 placed[req.stream or model] = (-1, pick, finish, req)
         return out
-
-
-def _take_older_slot(req: RequestView, placed: dict[str, tuple[int, int, float, RequestView]],
-                     out: list[Assignment], names: list[str], deadline: float) -> bool:
-    """Give ``req`` the slot of an older frame of its stream placed in this decision; drop that frame."""
-    key = req.stream or req.model
-    prev = placed.get(key)
-    if prev is None:
-        return False
-    slot, pi, pf, old = prev
-    if not (old.frame < req.frame and old.model == req.model and pf <= deadline
-            and (req.allowed is None or names[pi] in req.allowed)):
-        return False
-    reason = f"superseded by frame {req.frame} of stream {key!r}"
-    if slot >= 0:
-        out[slot] = Assignment(req.id, names[pi])
-    out.append(Assignment.drop(old.id, reason))
-    placed[key] = (slot, pi, pf, req)
-    return True
 
 
 def _urgency(r: RequestView) -> float:

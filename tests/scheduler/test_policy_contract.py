@@ -126,7 +126,7 @@ def test_band_policies_replay_too(name):
 def test_offload_stops_within_a_second_after_the_burst():
     # the burst bar on one cell: 3x for 2 s from t = 2 s; no request arriving later than 1 s
     # after the burst goes to the cloud, and the cloud was needed during it
-    res = sim.run_simulation(sim.SimConfig(scenario="ar_gaming", profile="xr2-gen2", scheduler=DEFAULT_POLICY,
+    res = sim.run_simulation(sim.SimConfig(scenario="ar_gaming", profile="pixel4", scheduler=DEFAULT_POLICY,
                                            duration_s=6.0, seed=0, burst=sim.Burst(2.0, 2.0, 3.0)))
     cloud = [r for r in res.records if r.processor == "cloud"]
     assert cloud, "the burst should need the cloud on this profile"

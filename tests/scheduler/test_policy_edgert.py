@@ -13,6 +13,9 @@ LAT = {
     "b": {"cpu": 12.0, "gpu": 6.0},
     "h": {"cpu": 8.0, "cloud": 12.0},
     "big": {"cpu": 30.0, "cloud": 15.0},
+    "c": {"cpu": 6.0, "gpu": 4.0},
+    "d": {"cpu": 20.0, "gpu": 9.0},
+    "e": {"cpu": 12.0, "gpu": 6.0},
 }
 CG = [proc("cpu"), proc("gpu")]
 
@@ -49,10 +52,22 @@ CASES = [
     # the cpu is busy for 10 more ms: local finish 18 > 15, the cloud makes it (12): offload
     ("cloud on overflow",
      view([req(0, "h", deadline=15.0)], [proc("cpu", busy_until=10.0), proc("cloud")], LAT), 0.0, [(0, "cloud")]),
-    # waiting for the cpu (busy until 5) would make it (5 + 8 * 1.2 <= 20), but this is the cloud's last
-    # safe moment (12 + 0.4 * 12 = 16.8, within 5 ms of 20): it goes to the cloud now
+    # waiting for the cpu (busy until 6) would make it (6 + 8 * 1.2 = 15.6 <= 20), but this is the cloud's last
+    # safe moment (12 + 0.4 * 12 = 16.8, within 5 ms of 20) and the claim is fragile (a 6 ms wait, 4.4 ms of
+    # slack left): it goes to the cloud now
     ("cloud's last safe moment",
-     view([req(0, "h", deadline=20.0)], [proc("cpu", busy_until=5.0), proc("cloud")], LAT), 0.0, [(0, "cloud")]),
+     view([req(0, "h", deadline=20.0)], [proc("cpu", busy_until=6.0), proc("cloud")], LAT), 0.0, [(0, "cloud")]),
+    # the same moment with a robust claim (a 5 ms wait, 5.4 ms of slack): it stays local, waiting for the cpu
+    ("robust claim stays local",
+     view([req(0, "h", deadline=20.0)], [proc("cpu", busy_until=5.0), proc("cloud")], LAT), 0.0, []),
+    # no swap when the holder has nowhere else to go: the urgent "e" (deadline 10) needs the gpu (6 ms; the
+    # cpu's 12 ms is too slow), so "d" (deadline 13; gpu 9 ms after e's 6 = 15, cpu 20) stays pending
+    ("no swap when the holder has nowhere to go",
+     view([req(0, "e", deadline=10.0), req(1, "d", deadline=13.0)], CG, LAT), 0.0, [(0, "gpu")]),
+    # swap: the urgent "c" (deadline 10) takes the idle gpu (4 ms) first; "d" (deadline 13) makes it only on
+    # the gpu (9 ms, cpu 20 ms); "c" also makes it on the idle cpu (6 * 1.2 <= 10): they swap, both start now
+    ("swap", view([req(0, "c", deadline=10.0), req(1, "d", deadline=13.0)], CG, LAT), 0.0,
+     [(1, "gpu"), (0, "cpu")]),
     # with more time left the cloud stays open: it waits for the cpu
     ("waits while the cloud stays open",
      view([req(0, "h", deadline=30.0)], [proc("cpu", busy_until=5.0), proc("cloud")], LAT), 0.0, []),
@@ -148,3 +163,29 @@ def test_no_available_processor_decides_without_raising():
     for now in (0.0, 30.0, 60.0):   # past the first re-plan too
         out = policy.decide(v, now)
         assert all(a.processor is None for a in out)
+
+
+def test_random_snapshots_name_each_request_once_and_do_swap(monkeypatch):
+    # swap_slot and take_older_slot rewrite earlier assignments of the decision: on random crowded snapshots
+    # no request may be named twice or placed where its model cannot run, and swaps must actually happen
+    import random
+
+    import scheduler.policies.edgert as edgert_module
+
+    swaps = []
+    real = edgert_module.swap_slot
+    monkeypatch.setattr(edgert_module, "swap_slot", lambda *a: swaps.append(real(*a)) or swaps[-1])
+    lat = {"a": {"cpu": 10.0, "gpu": 2.0, "npu": 1.0, "cloud": 20.0}, "b": {"cpu": 12.0, "gpu": 6.0, "cloud": 25.0},
+           "c": {"cpu": 6.0, "gpu": 4.0}, "d": {"cpu": 20.0, "gpu": 9.0, "npu": 8.0}}
+    rng = random.Random(1)
+    for _ in range(3000):
+        reqs = [req(i, m, deadline=rng.uniform(1, 30), stream=m + str(rng.randint(0, 1)), frame=rng.randint(0, 3),
+                    downstream=rng.choice([0.0, 0.0, 2.0]))
+                for i, m in enumerate(rng.choice("abcd") for _ in range(rng.randint(1, 10)))]
+        procs = [proc(n, busy_until=rng.choice([0.0, 0.0, rng.uniform(0, 10)])) for n in ("cpu", "gpu", "npu")]
+        out = EdgertPolicy(plan=False).decide(view(reqs, procs + [proc("cloud", busy_until=rng.choice([0.0, 5.0]))],
+                                                   lat), 0.0)
+        ids = [a.request_id for a in out]
+        assert len(ids) == len(set(ids))
+        assert all(a.processor is None or a.processor in lat[reqs[a.request_id].model] for a in out)
+    assert sum(swaps) > 50

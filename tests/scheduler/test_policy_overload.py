@@ -6,13 +6,11 @@ import numpy as np
 import pytest
 
 from scheduler.policies._lp import LPError, minimize
-from scheduler.policies._overload import (
-    CLOUD,
-    LOCAL,
-    SHED,
+from scheduler.policies._overload import CLOUD, LOCAL, SHED, OverloadPlan
+from scheduler.policies._shares import (
     Demand,
-    OverloadPlan,
     greedy_utilization,
+    late_odds,
     plan_shares,
 )
 from scheduler.policies._streams import Streams
@@ -129,6 +127,26 @@ def test_plan_sends_a_long_model_to_the_cloud_whole():
     assert shares["speech"] == (1.0, 0.0)
 
 
+def test_late_odds_of_a_jittered_round_trip():
+    # pixel4's cloud: hand tracking 25.2 ms and depth refinement 27.8 ms expected, both against 33.3 ms
+    assert late_odds(25.22, 33.33, 0.2) == pytest.approx(0.068, abs=0.002)
+    assert late_odds(27.81, 33.33, 0.2) == pytest.approx(0.16, abs=0.005)
+    assert late_odds(10.0, 100.0, 0.2) < 1e-20
+    assert late_odds(10.0, 10.0, 0.2) == pytest.approx(0.46, abs=0.01)   # the median is below the mean
+    assert late_odds(10.0, 9.0, 0.0) == 1.0 and late_odds(10.0, 11.0, 0.0) == 0.0
+    assert late_odds(10.0, 0.0, 0.2) == 1.0
+
+
+def test_plan_offloads_the_model_the_cloud_serves_more_surely():
+    # both round trips (20 ms) are risky; "tight" relieves a little more local time per cloud ms (10.5 ms
+    # local) but its 24 ms budget makes the round trip late ~16 % of the time, "loose" (30 ms) ~2 %: the
+    # cloud takes the loose one (pricing cloud time alone would have picked "tight")
+    lat = {"tight": {"cpu": 10.5, "gpu": 10.5, "cloud": 20.0}, "loose": {"cpu": 10.0, "gpu": 10.0, "cloud": 20.0}}
+    shares, kept = plan_shares([Demand("tight", 0.1, 24.0), Demand("loose", 0.1, 30.0)],
+                               lambda m, p: lat[m].get(p), ["cpu", "gpu"], "cloud", 4)
+    assert "tight" not in shares and shares["loose"][0] == pytest.approx(0.35) and kept == 1.0
+
+
 def test_plan_leaves_out_a_model_nothing_can_run_in_time():
     shares, kept = plan_shares([Demand("hand", 1.0, 5.0)], _est, ["cpu", "gpu"], "cloud", 4)
     assert shares == {} and kept == 1.0
@@ -197,6 +215,34 @@ def test_overload_offloads_a_share_then_stops_after_the_burst():
     assert all(p != "cloud" for _, p in after[len(after) // 4:])   # offload stops once the rate falls
 
 
+def test_overloaded_and_tightest_budget_follow_the_demand():
+    pol = EdgertPolicy()
+    _drive(pol, 20.0, 1000.0)
+    assert not pol.plan.overloaded and pol.plan.tight_ms == pytest.approx(100.0)
+    _drive(pol, 4.0, 2000.0, start_ms=1000.0, first_id=10_000)
+    assert pol.plan.overloaded
+
+
+def test_a_long_run_leaves_an_overloaded_device_for_the_cloud():
+    # hand (10 ms, 20 ms budget) at 125 % of two processors: overloaded, tightest budget 20 ms. A speech
+    # request (15 ms on the cpu only, > half of 20; 30 ms in the cloud, 300 ms budget) then goes to a free
+    # cloud slot although the cpu is idle; on a device that keeps up it runs on the cpu
+    lat = {"hand": {"cpu": 10.0, "gpu": 10.0, "cloud": 12.0}, "speech": {"cpu": 15.0, "cloud": 30.0}}
+
+    def speech_goes_to(period_ms: float) -> str | None:
+        pol = EdgertPolicy()
+        t = 0.0
+        for i in range(400):
+            t = i * period_ms
+            pol.decide(view([req(i, "hand", deadline=t + 20.0, arrival=t, frame=i)], PROCS, lat), t)
+        snap = view([req(999, "speech", deadline=t + 300.0, arrival=t)], PROCS, lat)
+        assert pol.plan.overloaded == (period_ms < 5.0)
+        return pol.decide(snap, t)[0].processor
+
+    assert speech_goes_to(4.0) == "cloud"
+    assert speech_goes_to(20.0) == "cpu"
+
+
 def test_steady_overload_is_planned_once():
     pol = EdgertPolicy()
     _drive(pol, 4.0, 2000.0)
@@ -243,7 +289,7 @@ def test_several_requests_to_a_multi_slot_cloud_in_one_decision():
 
 
 @pytest.mark.parametrize("opt", ["target", "shed_target", "replan_ms", "replan_delta", "safe_margin",
-                                 "cloud_util", "stream_timeout"])
+                                 "cloud_util", "cloud_jitter", "stream_timeout"])
 def test_bad_plan_options_rejected(opt):
     with pytest.raises(ValueError, match=f"^{opt} must be > 0, got 0$"):
         OverloadPlan(**{opt: 0})

@@ -1,0 +1,88 @@
+"""Slot moves within one decision of edgert's policy: a swap between two requests, a newer frame's takeover.
+
+Both act on the decision's working state (``out``, the assignments so far; ``ready``, each processor's
+expected free time in ms with this decision's claims; ``last`` / ``last_start``, the request each processor
+was last given in this decision and its start; ``placed``, each stream's latest placement) and keep it
+consistent, so the policy's main loop stays one pass. Times are ms.
+"""
+
+from __future__ import annotations
+
+from scheduler.types import Assignment, RequestView
+
+_INF = float("inf")
+
+
+def swap_slot(req: RequestView, row: list[tuple[int, float]], target: float, last: list[RequestView | None],
+          last_start: list[float], rows: dict[str, list[tuple[int, float]]], ready: list[float], cloud: list[bool],
+          names: list[str], k_local: float, now_ms: float, out: list[Assignment],
+          placed: dict[str, tuple[int, int, float, RequestView]] | None) -> bool:
+    """Give ``req`` a local processor's latest placement of this decision when its holder fits elsewhere.
+
+    ``req`` takes processor i from its holder's start if it then makes ``target`` with headroom, and the
+    holder (a more urgent request: EDF placed it first) moves to the local processor where it finishes
+    first, also with headroom; of several such i, the one where ``req`` finishes first. Only the latest
+    placement on each processor can move (nothing placed after it depends on its finish). Returns True
+    when it swapped, with ``out``, ``ready``, ``last`` and ``placed`` updated. Rarely called (only for a
+    request about to miss), so it recomputes what the hot path does not store.
+    """
+    best_f, best_i, best_j, best_fr = _INF, -1, -1, _INF
+    for i, ms in row:
+        held = last[i]
+        if held is None or cloud[i]:
+            continue
+        start = last_start[i]
+        if start + k_local * ms > target or start + ms >= best_f:
+            continue
+        target_r = held.deadline_ms - held.downstream_ms
+        alt, alt_f = -1, _INF
+        for j, ms_r in rows[held.model]:
+            if j != i and not cloud[j] and (held.allowed is None or names[j] in held.allowed) \
+                    and ready[j] + k_local * ms_r <= target_r and ready[j] + ms_r < alt_f:
+                alt, alt_f = j, ready[j] + ms_r
+        if alt >= 0:
+            best_f, best_i, best_j, best_fr = start + ms, i, alt, alt_f
+    if best_i < 0:
+        return False
+    r = last[best_i]
+    assert r is not None
+    start = last_start[best_i]
+    start_r = ready[best_j]
+    slot = -1
+    if start <= now_ms:                  # the holder was dispatched now: req is, in its place
+        slot = next(k for k, a in enumerate(out) if a.request_id == r.id)
+        out[slot] = Assignment(req.id, names[best_i])
+    slot_r = -1                          # the holder waits for its new processor (a claim) ...
+    if start_r <= now_ms:                # ... or starts there now
+        slot_r = len(out)
+        out.append(Assignment(r.id, names[best_j]))
+    ready[best_i] = best_f
+    ready[best_j] = best_fr
+    last[best_i], last_start[best_i] = req, start
+    last[best_j], last_start[best_j] = r, start_r
+    if placed is not None:
+        placed[req.stream or req.model] = (slot, best_i, best_f, req)
+        placed[r.stream or r.model] = (slot_r, best_j, best_fr, r)
+    return True
+
+
+def take_older_slot(req: RequestView, placed: dict[str, tuple[int, int, float, RequestView]],
+                     out: list[Assignment], names: list[str], deadline: float,
+                     last: list[RequestView | None]) -> bool:
+    """Give ``req`` the slot of an older frame of its stream placed in this decision; drop that frame."""
+    key = req.stream or req.model
+    prev = placed.get(key)
+    if prev is None:
+        return False
+    slot, pi, pf, old = prev
+    if not (old.frame < req.frame and old.model == req.model and pf <= deadline
+            and (req.allowed is None or names[pi] in req.allowed)):
+        return False
+    reason = f"superseded by frame {req.frame} of stream {key!r}"
+    if slot >= 0:
+        out[slot] = Assignment(req.id, names[pi])
+    out.append(Assignment.drop(old.id, reason))
+    placed[key] = (slot, pi, pf, req)
+    if last[pi] is old:
+        last[pi] = req           # the slot's holder is the newer frame now (for swap_slot)
+    return True
