@@ -45,11 +45,19 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from scheduler.registry import BAND_POLICIES, DEFAULT_POLICY
-from scheduler.sim import Burst, SimConfig, profile_names, run_simulation, scenario_names
+from scheduler.sim import (
+    Burst,
+    SimConfig,
+    profile_names,
+    run_simulation,
+    scenario_names,
+)
 
 LOADS = (1.0, 1.5, 2.0, 3.0)
 POLICIES = (*BAND_POLICIES, DEFAULT_POLICY)
@@ -173,18 +181,21 @@ def bound_rows(results: list[tuple[tuple, dict[str, Figures]]], jobs: int) -> li
         ours = figs[DEFAULT_POLICY].misses
         if cell[2] >= 2.0 and ours > 0.5 * best:
             todo.append((cell, ours, best))
-    args = [(c[0], c[1], c[2], c[3], c[4], c[6]) for c, _, _ in todo]
-    if jobs > 1 and args:
-        with ProcessPoolExecutor(jobs) as ex:
-            bounds = list(ex.map(_bound_cell, args))
-    else:
-        bounds = [_bound_cell(a) for a in args]
+    bounds = _pmap(_bound_cell, [(c[0], c[1], c[2], c[3], c[4], c[6]) for c, _, _ in todo], jobs)
     rows = []
     for (cell, ours, best), lp in zip(todo, bounds):
         verdict = ("infeasible (the LP ceiling misses more than half the baseline)" if lp > 0.5 * best
                    else "feasible: edgert falls short")
         rows.append((label(cell), ours, best, lp, verdict))
     return rows
+
+
+def _pmap(fn: Callable[[tuple], Any], args: list[tuple], jobs: int) -> list[Any]:
+    """``[fn(a) for a in args]``, on ``jobs`` processes when there is more than one."""
+    if jobs > 1 and args:
+        with ProcessPoolExecutor(jobs) as ex:
+            return list(ex.map(fn, args))
+    return [fn(a) for a in args]
 
 
 def _bound_cell(a: tuple) -> int:
@@ -204,12 +215,7 @@ def burst_rows(results: list[tuple[tuple, dict[str, Figures]]],
             rate = ours.burst_met / ours.burst_requests
             if rate < BURST_MET:
                 todo.append((cell, 100.0 * rate))
-    args = [(c[0], c[1], c[2], c[3], c[4], c[6]) for c, _ in todo]
-    if jobs > 1 and args:
-        with ProcessPoolExecutor(jobs) as ex:
-            ceilings = list(ex.map(_burst_cell, args))
-    else:
-        ceilings = [_burst_cell(a) for a in args]
+    ceilings = _pmap(_burst_cell, [(c[0], c[1], c[2], c[3], c[4], c[6]) for c, _ in todo], jobs)
     rows = []
     for (cell, ours), (plain, odds) in zip(todo, ceilings):
         if plain < 100.0 * BURST_MET:
