@@ -224,16 +224,21 @@ class _SimpyBase:
     def run(self) -> None:
         self.env.run()
 
-    def summary(self) -> dict:
+    def outcome(self) -> Outcome:
+        """Every request's terminal state as arrays (ours builds its Outcome inside the timed run too)."""
         wl = self.wl
         order = np.array(self.done, np.int64)
-        out = Outcome(list(wl.models), [p.name for p in self.procs], order, wl.model[order], wl.frame[order],
-                      np.array(self.status, np.int8)[order], np.array(self.ready_ms)[order],
-                      np.array(self.start_ms)[order], np.array(self.end_ms)[order],
-                      (wl.t_ms + wl.slo_ms)[order],
-                      np.array([-1 if p is None else p.index for p in self.proc], np.int32)[order], self.reasons)
+        self.out = Outcome(list(wl.models), [p.name for p in self.procs], order, wl.model[order],
+                           wl.frame[order], np.array(self.status, np.int8)[order], np.array(self.ready_ms)[order],
+                           np.array(self.start_ms)[order], np.array(self.end_ms)[order],
+                           (wl.t_ms + wl.slo_ms)[order],
+                           np.array([-1 if p is None else p.index for p in self.proc], np.int32)[order],
+                           self.reasons)
+        return self.out
+
+    def summary(self) -> dict:
         procs = [(p.name, p.kind, p.slots, p.busy_ms, p.n_runs) for p in self.procs]
-        return summarize(out, procs, self.env.now)
+        return summarize(self.out, procs, self.env.now)
 
 
 class SimpyTextbook(_SimpyBase):
@@ -328,6 +333,7 @@ def _run_side(name: str, device: str, scheduler: str, duration_s: float, seed: i
             t0 = time.perf_counter()
             m = cls("ar_assistant", device, scheduler, duration_s, seed, instrument=instrument)
             m.run()
+            m.outcome()   # as run_simulation returns ours: per-request arrays built in the timed region
             t = time.perf_counter() - t0
         finally:
             gc.enable()
