@@ -64,10 +64,11 @@ from scheduler.sim import (  # noqa: E402
     load_profile,
     run_simulation,
 )
-from scheduler.sim._views import request_view, scheduler_view  # noqa: E402
+from scheduler.sim._views import scheduler_view  # noqa: E402
 from scheduler.sim.columns import arrival_groups, downstream_ms  # noqa: E402
 from scheduler.sim.metrics import Outcome, summarize  # noqa: E402
 from scheduler.sim.processor import SimProcessor  # noqa: E402
+from scheduler.types import RequestView  # noqa: E402
 
 KEYS = ("requests", "ok", "late", "dropped", "p50_ms", "p99_ms")
 
@@ -150,8 +151,9 @@ class _SimpyBase:
     def ready(self, rid: int) -> None:
         now = self.env.now
         self.ready_ms[rid] = now
-        self.pending[rid] = request_view(rid, self.mname[rid], now, self.deadline[rid], self.sname[rid],
-                                         self.frame[rid], self.down[rid], None)
+        # built as ours builds it (tuple.__new__ inline, no builder call)
+        self.pending[rid] = tuple.__new__(RequestView, (rid, self.mname[rid], now, self.deadline[rid],
+                                                        self.sname[rid], self.frame[rid], self.down[rid], None))
         self.want_decision()
 
     def want_decision(self) -> None:

@@ -79,8 +79,9 @@ def _leaf_h(model: TreeModel, w: dict, x: np.ndarray) -> np.ndarray:
     return x
 
 
-def tree_rnn(model: TreeModel, tree: Tree) -> np.ndarray:
-    """TreeRNN: leaf h = tanh(x·W_x + b_x) (or x); internal h = tanh([h_1;…;h_N]·W_h + b_h)."""
+def _concat_children(model: TreeModel, tree: Tree, internal) -> np.ndarray:
+    """Per node in post order: leaf h = tanh(x·W_x + b_x) (or x); internal h = ``internal(z, w)`` with
+    z = [h_1;…;h_N] (zero-padded to N children), in float64."""
     w = {k: v.astype(np.float64) for k, v in model.weights.items() if k != "vocab"}
     n, H, N = len(tree), model.hidden, model.dims["N"]
     h = np.zeros((n, H))
@@ -92,23 +93,19 @@ def tree_rnn(model: TreeModel, tree: Tree) -> np.ndarray:
         z = np.zeros(N * H)
         for p, k in enumerate(kids):
             z[p * H:(p + 1) * H] = h[k]
-        h[j] = np.tanh(z @ w["W_h"] + w["b_h"])
+        h[j] = internal(z, w)
     return h
+
+
+def tree_rnn(model: TreeModel, tree: Tree) -> np.ndarray:
+    """TreeRNN: leaf h = tanh(x·W_x + b_x) (or x); internal h = tanh([h_1;…;h_N]·W_h + b_h)."""
+    return _concat_children(model, tree, lambda z, w: np.tanh(z @ w["W_h"] + w["b_h"]))
 
 
 def rntn(model: TreeModel, tree: Tree) -> np.ndarray:
     """RNTN (Socher et al. 2013): h = tanh(zᵀ V^[1:H] z + z·W + b), z = [h_1;…;h_N]."""
-    w = {k: v.astype(np.float64) for k, v in model.weights.items() if k != "vocab"}
-    n, H, N = len(tree), model.hidden, model.dims["N"]
-    h = np.zeros((n, H))
-    for j in range(n):
-        kids = tree.children(j)
-        if len(kids) == 0:
-            h[j] = _leaf_h(model, w, _x(model, tree, j))
-            continue
-        z = np.zeros(N * H)
-        for p, k in enumerate(kids):
-            z[p * H:(p + 1) * H] = h[k]
-        bilinear = np.array([z @ w["V"][:, :, k] @ z for k in range(H)])
-        h[j] = np.tanh(bilinear + z @ w["W"] + w["b"])
-    return h
+    def internal(z: np.ndarray, w: dict) -> np.ndarray:
+        bilinear = np.array([z @ w["V"][:, :, k] @ z for k in range(len(w["b"]))])
+        return np.tanh(bilinear + z @ w["W"] + w["b"])
+
+    return _concat_children(model, tree, internal)

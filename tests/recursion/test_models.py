@@ -6,6 +6,7 @@ trees, through a real edgert.Runtime (ONNX Runtime CPU) and through OrtRunner.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -131,10 +132,24 @@ def test_encode_in_parts_equals_one_run(rt, sst_trees) -> None:
     them concurrently; the root states are those of one whole-batch run, in order."""
     trees = (sst_trees * 3)[:150]
     model = ChildSumTreeLSTM.random(_vocab(sst_trees), input_dim=12, hidden=8, seed=5, runtime=rt)
-    H = model.encode(trees)
+    ex = model.executor
+    planned: list[tuple[int, threading.Thread]] = []
+    plan = ex.plan
+
+    def spy_plan(forest, fields=None, shards=None):   # a spy (test double) around the real planner
+        planned.append((forest.n, threading.current_thread()))
+        return plan(forest, fields, shards)
+
+    ex.plan = spy_plan
+    try:
+        H = model.encode(trees)
+    finally:
+        del ex.plan
+    # two parts, front-loaded, both planned on this thread (one runs on a pool thread)
+    assert [t for _, t in planned] == [threading.current_thread()] * 2
+    assert planned[0][0] > planned[1][0] and sum(n for n, _ in planned) == sum(len(t) for t in trees)
     np.testing.assert_allclose(H, model.run(trees).roots("h"), atol=1e-6)
-    st = model.executor.last_stats
-    assert st.trees == 150 and st.plan_ms > 0
+    assert ex.last_stats.trees == 150
 
 
 def test_part_sizes_are_front_loaded_and_cover_the_batch() -> None:
