@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from operator import attrgetter
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from scheduler.policies._band import PAST_DEADLINE, row_cache, unsupported
 from scheduler.types import Assignment, ProcessorView, SchedulerView
@@ -36,6 +36,10 @@ from scheduler.types import Assignment, ProcessorView, SchedulerView
 
 _name = attrgetter("name")
 _available = attrgetter("available")
+_new = tuple.__new__
+_NONE_DOWN: frozenset[str] = frozenset()
+_UNSET: Any = object()
+
 
 
 class FixedWorkerPolicy:
@@ -52,7 +56,26 @@ class FixedWorkerPolicy:
         self._version: int | None = None
         self._procs: tuple[ProcessorView, ...] | None = None
         self._names: tuple[str, ...] = ()
-        self._down: set[str] = set()
+        self._down: frozenset[str] = _NONE_DOWN
+        self._prior: Callable[[str, str], float | None] | None = None
+        # each model's target under the current availability (the first of its ranking that is up)
+        self._first: dict[str, str | None] = {}
+
+    def _renew(self, estimator: object) -> None:
+        """A new estimator or new priors: forget the rankings. Only an estimator with priors is
+        remembered; without them rankings follow the current estimates and last one decision."""
+        self._static.clear()
+        self._first.clear()
+        self._prior = getattr(estimator, "prior_ms", None)
+        self._version = getattr(estimator, "prior_version", None) if self._prior is not None else None
+        self._estimator = estimator if self._version is not None else None
+
+    def _target(self, model: str, procs: tuple[ProcessorView, ...], estimator: Any) -> str | None:
+        """``model``'s first ranked processor that is up now (None if none can run it)."""
+        order = self._static.get(model)
+        if order is None:
+            order = self._static[model] = _rank(self._prior or estimator.expected_ms, model, procs)
+        return next((n for n in order if n not in self._down), None)
 
     def decide(self, view: SchedulerView, now_ms: float) -> list[Assignment]:
         """Assign every pending request to its model's fixed processor (pure in view and now_ms).
@@ -63,50 +86,49 @@ class FixedWorkerPolicy:
         dict lookup per request.
         """
         estimator = view.estimator
-        prior = getattr(estimator, "prior_ms", None)
         procs = view.processors
         if procs is not self._procs:   # a new processor snapshot (a driver may pass an unchanged one again)
             self._procs = procs
             names = tuple(map(_name, procs))
             if names != self._names:
                 self._static.clear()
+                self._first.clear()
                 self._names = names
-            self._down = set() if all(map(_available, procs)) else {p.name for p in procs if not p.available}
-        names, down = self._names, self._down
-        version = getattr(estimator, "prior_version", None) if prior is not None else None
-        if version is None or version != self._version or estimator is not self._estimator:
-            self._static.clear()   # without priors, rankings follow the current estimates: kept one decision
-            self._estimator, self._version = estimator, version
-        ranked = self._static
+            down = _NONE_DOWN if all(map(_available, procs)) else frozenset(p.name for p in procs if not p.available)
+            if down != self._down:
+                self._down = down
+                self._first.clear()
+        if estimator is not self._estimator or estimator.prior_version != self._version:
+            self._renew(estimator)
+        first = self._first
         mapping = self.mapping
-        current = estimator.expected_ms
         row = None
         out: list[Assignment] = []
+        append = out.append
         for req in view.pending:
-            model = req.model
             if req.allowed is not None:   # Band's direct request: the first allowed processor that runs it
                 if row is None:
                     row = row_cache(view)
                 r = row(req)
                 target = r[0][0] if r else None
             else:
-                want = mapping.get(model) if mapping else None
-                if want is not None and want not in down and want in names and current(model, want) is not None:
-                    target = want
-                else:
-                    order = ranked.get(model)
-                    if order is None:
-                        order = ranked[model] = _rank(prior or current, model, procs)
-                    if not down:
-                        target = order[0] if order else None
-                    else:
-                        target = next((n for n in order if n not in down), None)
+                model = req.model
+                target = _UNSET
+                if mapping:
+                    want = mapping.get(model)
+                    if (want is not None and want not in self._down and want in self._names
+                            and estimator.expected_ms(model, want) is not None):
+                        target = want
+                if target is _UNSET:
+                    target = first.get(model, _UNSET)
+                    if target is _UNSET:
+                        target = first[model] = self._target(model, procs, estimator)
             if target is None:
-                out.append(unsupported(req))
+                append(unsupported(req))
             elif now_ms > req.deadline_ms:   # Band's planner SLO check (past_deadline)
-                out.append(Assignment.drop(req.id, PAST_DEADLINE))
-            else:
-                out.append(Assignment(req.id, target))
+                append(Assignment.drop(req.id, PAST_DEADLINE))
+            else:   # Assignment(req.id, target), built without the NamedTuple's Python __new__ (hot path)
+                append(_new(Assignment, (req.id, target, "")))
         return out
 
 

@@ -67,6 +67,35 @@ def test_fixed_worker_map_is_fixed_ahead_of_time():
     assert plan(pol.decide(snap(), 0.0)) == [(0, "cpu")]
 
 
+def test_fixed_worker_follows_availability_and_estimators_across_decisions():
+    """One instance, many snapshots: its per-model target cache must follow a processor going down and
+    coming back, a new estimator, and an estimator without priors (ranked on current estimates)."""
+    from scheduler.estimator import LatencyEstimator
+    from scheduler.types import SchedulerView
+
+    pol = make_policy("fixed_worker")
+    est = LatencyEstimator(0.5, LAT)
+    up = (proc("cpu"), proc("gpu"), proc("npu"))
+    down = (proc("cpu"), proc("gpu"), proc("npu", available=False))
+    for procs, want in [(up, "npu"), (down, "gpu"), (up, "npu"), (down, "gpu")]:
+        assert plan(pol.decide(SchedulerView((req(0, "a"),), procs, est), 0.0)) == [(0, want)]
+    other = LatencyEstimator(0.5, {"a": {"cpu": 1.0, "gpu": 2.0, "npu": 3.0}})
+    assert plan(pol.decide(SchedulerView((req(0, "a"),), up, other), 0.0)) == [(0, "cpu")]
+
+    class CurrentOnly:   # a test double: an estimator with expected_ms and no priors
+        def __init__(self) -> None:
+            self.ms = {"cpu": 5.0, "gpu": 1.0}
+
+        def expected_ms(self, model: str, processor: str) -> float | None:
+            return self.ms.get(processor)
+
+    cur = CurrentOnly()
+    cg = (proc("cpu"), proc("gpu"))
+    assert plan(pol.decide(SchedulerView((req(0, "a"),), cg, cur), 0.0)) == [(0, "gpu")]
+    cur.ms = {"cpu": 1.0, "gpu": 5.0}
+    assert plan(pol.decide(SchedulerView((req(0, "a"),), cg, cur), 0.0)) == [(0, "cpu")]
+
+
 def test_estimator_prior_tracks_seeds_not_updates():
     from scheduler.estimator import LatencyEstimator
 
