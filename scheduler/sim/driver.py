@@ -299,8 +299,9 @@ class Simulation:
                     continue
                 # priority 2: one decision for the instant
                 if stale:
-                    for p in stale:
-                        pv[p.index] = p.view = p.make_view(start, mcode, ema)
+                    for p in stale:   # an idle processor's view is the one built ahead (most of them)
+                        pv[p.index] = p.view = p.idle_view if not p.running and not p.queue else \
+                            p.make_view(start, mcode, ema)
                     stale.clear()
                     pviews = tuple(pv)
                 decisions += 1
