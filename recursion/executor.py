@@ -189,7 +189,12 @@ class Executor:
         bufs: list[dict[str, np.ndarray]] = []
         for s, sg in enumerate(sgs):
             spec = self._spec(sg)
-            bufs.append({o: np.zeros((plan.rows[s] + 1, *spec[o][0]), dtype=spec[o][1]) for o in sg.outputs})
+            # every row but the trailing sentinel is written by its group before anything reads it, so
+            # only the sentinel (what absent children gather) is zeroed: np.zeros would memset ~60 MB
+            # per SST-test batch on this thread before the first cell call
+            bufs.append({o: np.empty((plan.rows[s] + 1, *spec[o][0]), dtype=spec[o][1]) for o in sg.outputs})
+            for b in bufs[-1].values():
+                b[-1] = 0
         cells = {(g.sg, g.branch): self._cell(g.sg, g.branch, sgs[g.sg], sgs[g.sg].branches[g.branch])
                  for g in plan.groups}
         t1 = time.perf_counter()
