@@ -41,7 +41,6 @@ _NONE_DOWN: frozenset[str] = frozenset()
 _UNSET: Any = object()
 
 
-
 class FixedWorkerPolicy:
     """Each model on one fixed processor, every request queued there at once."""
 
