@@ -138,7 +138,7 @@ class Dispatcher:
             if w.queue:
                 w.cond.notify()
             if err is None:
-                self._observe(req.model.name, w.name, end - req.start_ms)
+                self._observe(req.model.name, w, end - req.start_ms)
                 status = OK if end <= req.deadline_ms else LATE
                 res = Result(outputs_dict(req.model.output_names, outs), status, w.name, delegate,  # type: ignore[arg-type]
                              end - req.arrival_ms, req.start_ms - req.arrival_ms, None, req.model.name,
@@ -156,12 +156,14 @@ class Dispatcher:
             if done:
                 self._resolve(done)
 
-    def _observe(self, model: str, proc: str, ms: float) -> None:
-        if self._unmeasured and (model, proc) in self._unmeasured:
-            self._unmeasured.discard((model, proc))
-            self.estimator.seed(model, proc, ms)
-        else:
-            self.estimator.update(model, proc, ms)
+    def _observe(self, model: str, w: Worker, ms: float) -> None:
+        """Fold a measured run (ms) into the estimate of ``w`` and of its peers (the same processor)."""
+        for proc in w.peers:
+            if self._unmeasured and (model, proc) in self._unmeasured:
+                self._unmeasured.discard((model, proc))
+                self.estimator.seed(model, proc, ms)
+            elif self.estimator.expected_ms(model, proc) is not None:
+                self.estimator.update(model, proc, ms)
 
     def _replace_locked(self, w: Worker, req: Request, now: float) -> bool:
         """After a fault on an accelerator, mark it unhealthy and re-place the request if time allows."""

@@ -48,6 +48,9 @@ class Worker:
         self.cond = threading.Condition(lock)
         self.sessions: dict[str, tuple[Delegate, Session]] = {}
         self.threads: list[threading.Thread] = []
+        #: Names of the workers that are the same processor as this one (itself included): they learn
+        #: one latency estimate together (see ``make_workers``).
+        self.peers: tuple[str, ...] = (name,)
         #: What the policy sees while it runs nothing and is healthy (built once: the hot path reuses it).
         self.idle_view = ProcessorView(name, kind, 0.0, 0.0, 0, True, self.capacity, self.capacity)
 
@@ -89,6 +92,13 @@ def make_workers(delegates: list[Delegate], cpu_workers: int | None, lock: threa
     """The local workers: ``cpu_workers`` CPU workers (None = one per core) sharing the cpu
     delegates, and one worker per accelerator kind (gpu, dsp, npu) that has a delegate.
 
+    The CPU workers are one processor seen as several slots (their threads are not pinned to
+    cores), so they are each other's ``peers``: a latency measured on one updates the estimate of
+    all. Separate moving averages of the same quantity would drift apart by noise and by which
+    model happened to run before (cache state), and a policy would read that drift as one core
+    being faster (edgert's placement reserves a processor a tight stream needs when the next one
+    takes 1.25x as long).
+
     Raises:
         ConfigError: ``cpu_workers`` is not a non-negative int or None.
     """
@@ -99,6 +109,8 @@ def make_workers(delegates: list[Delegate], cpu_workers: int | None, lock: threa
     if not isinstance(n_cpu, int) or isinstance(n_cpu, bool) or n_cpu < 0:
         raise ConfigError(f"cpu_workers must be a non-negative int or None, got {cpu_workers!r}")
     workers = [Worker(f"cpu{i}", "cpu", by_kind["cpu"], lock) for i in range(n_cpu if by_kind.get("cpu") else 0)]
+    for w in workers:
+        w.peers = tuple(c.name for c in workers)
     for kind in ("gpu", "dsp", "npu"):
         if by_kind.get(kind):
             workers.append(Worker(kind, kind, by_kind[kind], lock))

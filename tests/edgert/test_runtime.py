@@ -291,6 +291,20 @@ def test_profile_seeds_the_estimator_only_where_a_session_exists(tmp_path, model
     assert table == {"tiny": {"cpu0": 7.5, "cpu1": 7.5}}
 
 
+def test_identical_cpu_workers_learn_one_estimate(model_dir):
+    # cpu0 and cpu1 are one processor seen as two slots: a run on either moves both estimates, so
+    # noise (or cache state) cannot make a policy believe one core is faster than the other
+    with edgert.Runtime(cpu_workers=2, delegates="ort-cpu") as rt:
+        m = rt.load(model_dir / "cnn.onnx", name="cnn")
+        for w in rt._workers:
+            rt.estimator.seed("cnn", w.name, 100.0 if w.name == "cpu0" else 50.0)
+        res = m.submit(genmodels.example_inputs("cnn")).result()
+        ran = res.processor
+        table = rt.estimator.as_table()["cnn"]
+    assert res.status == "ok" and ran in ("cpu0", "cpu1")
+    assert table["cpu0"] < 100.0 and table["cpu1"] < 50.0   # both moved towards the run (~ms, not 50)
+
+
 class FlakyGpuDelegate(Delegate):
     """Test double: a 'gpu' delegate that runs ORT on the CPU and fails at invoke time while ``broken``."""
 
