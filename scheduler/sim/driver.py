@@ -43,6 +43,10 @@ link (the uplink is not shared between slots).
 ``dispatch_ms`` (default 0) models a driver's hand-off: a processor given a
 request is busy from that instant but starts running it ``dispatch_ms``
 later (the live runtime's thread wake-up; the fidelity benchmark measures it).
+It is one number, or samples of a measured hand-off (ms) from which each
+request draws its own (seeded): a live runtime's wake-up is mostly a fraction
+of a ms with a tail of a few ms (the thread waits for the GIL or the host's
+scheduler), and the tail is what moves a short model's median.
 
 A :class:`ProcessorView` is built as the live runtime builds it
 (``Runtime._view``): ``busy_until_ms`` 0 while a slot is free, else the
@@ -57,7 +61,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from heapq import heappop, heappush
 
 import numpy as np
@@ -94,14 +98,23 @@ class Simulation:
 
     def __init__(self, workload: Workload, profile: DeviceProfile, policy: Policy, *, seed: int = 0,
                  noise: float = 0.1, cloud_noise: float = 0.2, offload: bool = True, cloud_slots: int = 4,
-                 dispatch_ms: float = 0.0) -> None:
-        if not dispatch_ms >= 0.0:
-            raise ValueError(f"dispatch_ms must be >= 0, got {dispatch_ms}")
+                 dispatch_ms: float | Sequence[float] = 0.0) -> None:
+        try:
+            hand = np.atleast_1d(np.asarray(dispatch_ms, np.float64))
+        except (TypeError, ValueError):
+            hand = np.empty(0)
+        if hand.ndim != 1 or not hand.size or not bool((hand >= 0.0).all()):
+            raise ValueError(f"dispatch_ms must be >= 0 ms, or a non-empty sequence of such samples; "
+                             f"got {dispatch_ms!r}")
         self.workload = workload
         self.profile = profile
         self.policy = policy
         self.policy_name: str = getattr(policy, "name", type(policy).__name__)
         self.dispatch_ms = dispatch_ms
+        #: by request id: its hand-off delay (ms)
+        self._hand: list[float] = ([float(hand[0])] * len(workload) if hand.size == 1 else
+                                   hand[np.random.default_rng([seed, 5]).integers(0, hand.size, len(workload))]
+                                   .tolist())
         procs = [SimProcessor(p.name, p.kind, cloud_slots if p.kind == "cloud" else 1) for p in profile.processors]
         cloud = profile.cloud if offload else None
         if not offload:
@@ -226,7 +239,7 @@ class Simulation:
         pname = self.policy_name
         unplaced = left_unplaced(pname)
         dropped_by = f"dropped by scheduler {pname!r}"
-        dispatch = self.dispatch_ms
+        hand = self._hand
         heap: list[tuple[float, int, int]] = []
         push, pop = heappush, heappop
         done_append = done.append
@@ -272,7 +285,7 @@ class Simulation:
                             qc[m] -= 1
                         mean, extra, fac = p.lat[m]
                         ms = mean * fac[q] + extra
-                        s = now + dispatch
+                        s = now + hand[q]
                         start[q] = s
                         proc[q] = p
                         p.running.append(q)
@@ -326,7 +339,7 @@ class Simulation:
                     if len(p.running) < p.slots and not p.queue:   # free: start it now
                         mean, extra, fac = lat
                         ms = mean * fac[rid] + extra
-                        s = now + dispatch
+                        s = now + hand[rid]
                         start[rid] = s
                         proc[rid] = p
                         p.running.append(rid)

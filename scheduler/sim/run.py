@@ -45,7 +45,8 @@ class SimConfig:
         cloud_noise: the same for the cloud's round trip + server time (network jitter).
         offload: give the policy the profile's cloud (when it has one) as a processor.
         cloud_slots: parallel requests the cloud serves.
-        dispatch_ms: hand-off delay between placing a request on a free processor and its start (ms).
+        dispatch_ms: hand-off delay between placing a request on a free processor and its start (ms):
+            one number, or samples of a measured hand-off that each request draws from (seeded).
     """
 
     scenario: str | None = None
@@ -60,7 +61,7 @@ class SimConfig:
     cloud_noise: float = 0.2
     offload: bool = True
     cloud_slots: int = 4
-    dispatch_ms: float = 0.0
+    dispatch_ms: float | tuple[float, ...] = 0.0
 
 
 @dataclass(slots=True)

@@ -90,6 +90,22 @@ def test_dispatch_delay_shifts_the_start_and_keeps_the_processor_busy(tmp_path):
     assert res.summary()["per_processor"]["cpu"]["busy_ms"] == 20.0
 
 
+def test_dispatch_samples_give_each_request_its_own_seeded_hand_off(tmp_path):
+    rows = [{"t_ms": i * 50.0, "model": "det", "slo_ms": 50} for i in range(200)]
+    p = _trace(tmp_path, rows)
+    def starts(seed: int, dispatch) -> list[float]:
+        res = run_simulation(SimConfig(trace=p, profile=_profile(), scheduler=FixedPlacementDouble("cpu"),
+                                       noise=0.0, offload=False, seed=seed, dispatch_ms=dispatch))
+        return [round(r.start_ms - r.arrival_ms, 9) for r in sorted(res.records, key=lambda r: r.id)]
+    drawn = starts(0, (0.1, 0.2, 3.0))
+    assert set(drawn) == {0.1, 0.2, 3.0} and 40 < drawn.count(3.0) < 95   # each sample ~1/3 of 200
+    assert drawn == starts(0, (0.1, 0.2, 3.0)) and drawn != starts(1, (0.1, 0.2, 3.0))
+    assert set(starts(0, [0.25])) == {0.25}
+    for bad in ((), (0.1, -1.0), "fast", float("nan")):
+        with pytest.raises(ValueError, match="dispatch_ms"):
+            starts(0, bad)
+
+
 def test_policy_bugs_are_errors_not_silent(tmp_path):
     p = _trace(tmp_path, [{"t_ms": 0.0, "model": "tiny"}])
     with pytest.raises(EdgeRTError, match="'gpu', which cannot run it"):
