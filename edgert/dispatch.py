@@ -157,13 +157,19 @@ class Dispatcher:
                 self._resolve(done)
 
     def _observe(self, model: str, w: Worker, ms: float) -> None:
-        """Fold a measured run (ms) into the estimate of ``w`` and of its peers (the same processor)."""
-        for proc in w.peers:
-            if self._unmeasured and (model, proc) in self._unmeasured:
+        """Fold a measured run (ms) into ``w``'s estimate and give its peers (the same processor) that
+        one value: a single moving average over all their runs."""
+        est = self.estimator
+        if self._unmeasured and (model, w.name) in self._unmeasured:
+            for proc in w.peers:   # learnt without a seed: the first measurement is the prior
                 self._unmeasured.discard((model, proc))
-                self.estimator.seed(model, proc, ms)
-            elif self.estimator.expected_ms(model, proc) is not None:
-                self.estimator.update(model, proc, ms)
+                if est.expected_ms(model, proc) is not None:
+                    est.seed(model, proc, ms)
+            return
+        new = est.update(model, w.name, ms)
+        for proc in w.peers:
+            if proc != w.name:
+                est.reset(model, proc, new)   # a pair the peer does not know stays unknown
 
     def _replace_locked(self, w: Worker, req: Request, now: float) -> bool:
         """After a fault on an accelerator, mark it unhealthy and re-place the request if time allows."""

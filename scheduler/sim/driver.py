@@ -110,7 +110,6 @@ class Simulation:
         self.profile = profile
         self.policy = policy
         self.policy_name: str = getattr(policy, "name", type(policy).__name__)
-        self.dispatch_ms = dispatch_ms
         #: by request id: its hand-off delay (ms)
         self._hand: list[float] = ([float(hand[0])] * len(workload) if hand.size == 1 else
                                    hand[np.random.default_rng([seed, 5]).integers(0, hand.size, len(workload))]
