@@ -100,6 +100,8 @@ from scheduler.policies._slots import swap_slot, take_older_slot
 from scheduler.types import Assignment, RequestView, SchedulerView
 
 _INF = float("inf")
+#: how the reason of a request the overload plan sheds on arrival begins (benchmarks count them by it)
+SHED_REASON = "shed under overload"
 
 
 class EdgertPolicy:
@@ -328,7 +330,7 @@ def _unsupported(req: RequestView) -> str:
 
 
 def _shed(model: str, utilization: float) -> str:
-    return (f"shed under overload: the device can run at most {1 / utilization:.0%} of the current work "
+    return (f"{SHED_REASON}: the device can run at most {1 / utilization:.0%} of the current work "
             f"in time, so a share of {model!r}, the costliest per request, is dropped on arrival")
 
 
