@@ -58,6 +58,12 @@ from scheduler.types import (
 RECORDS_KEPT = 200_000
 
 
+#: The most a ``submit`` that woke an idle worker waits for that worker to start its request (ms), and
+#: the naps it takes meanwhile (s): each releases the GIL and the core; see ``Runtime._submit``.
+HANDOFF_WAIT_MS = 1.0
+HANDOFF_NAP_S = 1e-5
+
+
 class Runtime(Dispatcher):
     """Runs many models concurrently on this host's processors, each request placed by a policy.
 
@@ -278,13 +284,29 @@ class Runtime(Dispatcher):
     def _submit(self, m: LoadedModel, feeds: list[np.ndarray], after: Any) -> Future[Result]:
         parent = after.result() if isinstance(after, Future) else after
         done: list[tuple[Request, Result]] = []
+        wake: list[Worker] = []
         with self._lock:
             now = self.now_ms()
             req = self._new_locked(m, feeds, parent, now)
             fut = req.future = Future()
-            self._schedule_locked(now, done)
+            self._schedule_locked(now, done, wake)
+            for v in wake:
+                v.cond.notify()
+            w = req.worker   # handed to a thread waiting for work (not this worker's own next stage)?
+            handed = bool(w is not None and w in wake and w.queue and w.queue[0] is req and w.has_free_slot()
+                          and threading.current_thread() not in w.threads)
         if done:
             self._resolve(done)
+        if handed:
+            # Hand the GIL to the woken worker until it has started: the caller usually goes on running
+            # Python (the next submit, its own frame work), and the worker would otherwise wait for the
+            # caller to block or for CPython's switch interval (5 ms), its processor idle with work
+            # queued (benchmarks/handoff.py). Typically ~0.1 ms; a worker slow to get a core costs the
+            # caller at most HANDOFF_WAIT_MS.
+            give_up = time.perf_counter() + HANDOFF_WAIT_MS / 1000.0
+            time.sleep(0)
+            while req.start_ms != req.start_ms and time.perf_counter() < give_up:   # NaN: not started
+                time.sleep(HANDOFF_NAP_S)   # a real nap: the worker may need this core, not only the GIL
         return fut
 
     def _new_locked(self, m: LoadedModel, feeds: list[np.ndarray], parent: Result | None,

@@ -17,6 +17,7 @@ import edgert
 from delegates.base import Delegate, Session
 from delegates.onnxrt import OrtDelegate
 from edgert import genmodels
+from edgert.runtime import HANDOFF_NAP_S, HANDOFF_WAIT_MS
 from scheduler.profile import DeviceProfile, ProcessorSpec
 from scheduler.types import Assignment, SchedulerView
 
@@ -305,6 +306,33 @@ def test_identical_cpu_workers_learn_one_estimate(model_dir):
     # one moving average: the runner's EMA step from its own seed, given to both (a run takes ~ms)
     assert table["cpu0"] == table["cpu1"] < (91.0 if ran == "cpu0" else 46.0)
 
+
+def test_submit_to_an_idle_worker_yields_the_gil_to_it(model_dir, monkeypatch):
+    # A woken worker needs the GIL; without a yield it waits for the caller to block or for the
+    # 5 ms switch interval, its processor idle. The spy (a test double around time.sleep) records
+    # the caller's yields and still sleeps.
+    import time as _time
+
+    real_sleep = _time.sleep
+    yields: list[float] = []
+
+    def spy(s: float) -> None:
+        yields.append(s)
+        real_sleep(s)
+
+    with edgert.Runtime(cpu_workers=2, delegates="ort-cpu") as rt:
+        m = rt.load(model_dir / "cnn.onnx", name="cnn")
+        feeds = genmodels.example_inputs("cnn")
+        m(feeds)   # measured: later decisions place on a known estimate
+        monkeypatch.setattr(_time, "sleep", spy)
+        fut = m.submit(feeds)
+        handed = list(yields)
+        monkeypatch.setattr(_time, "sleep", real_sleep)
+        res = fut.result()
+    assert res.status == "ok"
+    # it yielded, then napped at most HANDOFF_WAIT_MS in HANDOFF_NAP_S steps until the worker started
+    assert handed and handed[0] == 0
+    assert all(s <= HANDOFF_NAP_S for s in handed) and len(handed) <= 1 + HANDOFF_WAIT_MS / 1000 / HANDOFF_NAP_S
 
 class FlakyGpuDelegate(Delegate):
     """Test double: a 'gpu' delegate that runs ORT on the CPU and fails at invoke time while ``broken``."""
