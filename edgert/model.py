@@ -160,6 +160,11 @@ class Model:
         ``after`` marks a cascade stage: the request inherits its parent's frame deadline
         and is recorded in the trace as waiting for it.
 
+        When it wakes an idle worker, it returns once that worker has started the request
+        (typically ~0.1 ms, at most ``edgert.runtime.HANDOFF_WAIT_MS``), napping meanwhile so
+        the worker gets the GIL; otherwise the worker could wait up to CPython's 5 ms switch
+        interval while this thread runs Python. ``infer_async`` pauses its event loop as long.
+
         Raises:
             InputError: before anything is queued.
         """
