@@ -116,6 +116,7 @@ class EdgertSUT:
         self.window = window
         self._backlog: deque[Any] = deque()
         self._inflight = 0
+        self._pumping = False   # one thread at a time drains the backlog (see _pump)
         self._lock = threading.Lock()
 
     def issue(self, query_samples: list[Any]) -> None:
@@ -129,13 +130,31 @@ class EdgertSUT:
         self._pump()
 
     def _pump(self) -> None:
-        while True:
+        """Submit from the backlog while the window has room.
+
+        A future can be done before ``add_done_callback`` is reached (a microsecond model, a
+        worker that started before ``submit`` returned); its callback then runs here, on this
+        thread, and would pump again from inside this pump: one stack frame per sample, until
+        RecursionError lost a sample. So one thread pumps at a time and the others only return:
+        the pumping thread re-checks the window under the lock before it stops.
+        """
+        with self._lock:
+            if self._pumping:
+                return
+            self._pumping = True
+        try:
+            while True:
+                with self._lock:
+                    if not self._backlog or self._inflight >= (self.window or 0):
+                        self._pumping = False
+                        return
+                    qs = self._backlog.popleft()
+                    self._inflight += 1
+                self._submit(qs)
+        except BaseException:
             with self._lock:
-                if not self._backlog or self._inflight >= (self.window or 0):
-                    return
-                qs = self._backlog.popleft()
-                self._inflight += 1
-            self._submit(qs)
+                self._pumping = False
+            raise
 
     def _submit(self, qs: Any) -> None:
         fut = self.model.submit(self.samples.items[qs.index])

@@ -284,16 +284,13 @@ class Runtime(Dispatcher):
     def _submit(self, m: LoadedModel, feeds: list[np.ndarray], after: Any) -> Future[Result]:
         parent = after.result() if isinstance(after, Future) else after
         done: list[tuple[Request, Result]] = []
-        wake: list[Worker] = []
         with self._lock:
             now = self.now_ms()
             req = self._new_locked(m, feeds, parent, now)
             fut = req.future = Future()
-            self._schedule_locked(now, done, wake)
-            for v in wake:
-                v.cond.notify()
+            self._schedule_locked(now, done)
             w = req.worker   # handed to a thread waiting for work (not this worker's own next stage)?
-            handed = bool(w is not None and w in wake and w.queue and w.queue[0] is req and w.has_free_slot()
+            handed = bool(w is not None and w.queue and w.queue[0] is req and w.has_free_slot()
                           and threading.current_thread() not in w.threads)
         if done:
             self._resolve(done)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 lg = pytest.importorskip("mlperf_loadgen", reason="needs mlcommons-loadgen (pip install mlcommons-loadgen)")
@@ -66,6 +67,47 @@ def test_single_stream_edgert_and_direct_complete_every_sample(tmp_path: Path, f
         assert rep.valid, rep.summary
         assert set(rep.status) == {"ok"} and rep.status["ok"] >= 50
         assert 0 < rep.latency_ms("50.00") <= rep.latency_ms("90.00")
+
+
+class DoneModelDouble:
+    """Test double for ``edgert.Model``: ``submit`` returns a future that is already done (a model
+    finishing before its caller reaches ``add_done_callback``)."""
+
+    def submit(self, inputs):
+        from concurrent.futures import Future
+
+        from edgert.result import Result
+
+        fut: Future = Future()
+        fut.set_result(Result({"y": np.zeros(1, np.float32)}, "ok", "cpu0", "test", 0.01, 0.0, None, "m", 0))
+        return fut
+
+
+class LoadGenDouble:
+    """Test double for the ``mlperf_loadgen`` module's completion calls: records completed sample ids."""
+
+    def __init__(self) -> None:
+        self.completed: list[int] = []
+
+    def QuerySampleResponse(self, sample_id, ptr, size):   # noqa: N802 (LoadGen's name)
+        return sample_id
+
+    def QuerySamplesComplete(self, responses):   # noqa: N802
+        self.completed += responses
+
+
+def test_windowed_sut_completes_every_sample_when_futures_finish_inline() -> None:
+    # Offline with a window: each completion pumps the backlog. A future already done when its
+    # callback is added runs that callback inline; pumping from inside a pump recursed once per
+    # sample, and the RecursionError (swallowed by the future) lost a sample and hung LoadGen.
+    from types import SimpleNamespace
+
+    lgd = LoadGenDouble()
+    n = 5000
+    sut = EdgertSUT(DoneModelDouble(), SimpleNamespace(items=[[np.zeros(1, np.float32)]]), lgd, window=2)
+    sut.issue([SimpleNamespace(id=i, index=0) for i in range(n)])
+    assert sorted(lgd.completed) == list(range(n))
+    assert sut.done.status == {"ok": n} and sut._inflight == 0 and not sut._pumping
 
 
 @pytest.mark.parametrize("scenario", ["MultiStream", "Server", "Offline"])
