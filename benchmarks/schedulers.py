@@ -119,14 +119,14 @@ def run_cell(cell: tuple[str, str, float, bool, float, int, int]) -> dict[str, F
             acc[1] += s["ok"]
             acc[2] += s["realtime_score"] * n
             acc[3] += s["offloaded"]
-            for r in res.records:
+            # burst window (ms); without a burst it is empty and no offload counts as after it
+            w0, w1 = (b.start_s * 1000.0, (b.start_s + b.duration_s) * 1000.0) if b is not None else (0.0, 0.0)
+            for r in res.records:   # one pass: the miss split, the burst window, the last offload after it
                 if r.status == "late":
                     acc[7] += 1
                 elif r.status == "dropped" and r.reason.startswith(SHED_REASON):
                     acc[8] += 1
-            if b is not None:
-                w0, w1 = b.start_s * 1000.0, (b.start_s + b.duration_s) * 1000.0
-                for r in res.records:
+                if b is not None:
                     if w0 <= r.arrival_ms < w1:
                         acc[4] += 1
                         acc[5] += r.status == "ok"
