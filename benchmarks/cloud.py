@@ -34,7 +34,9 @@ sys.path.insert(0, str(ROOT))
 
 import edgert  # noqa: E402
 from delegates.base import Artifact  # noqa: E402
-from delegates.cloud import CloudDelegate, MqttLink, parse_broker_url  # noqa: E402
+from edgert.offload import parse_broker_url  # noqa: E402
+from edgert.offload._client import CloudDelegate  # noqa: E402
+from edgert.offload._link import MqttLink  # noqa: E402
 from tests.edgert.test_cloud_support import Mosquitto, WorkerProc, make_models  # noqa: E402
 
 N_150KB = 150 * 1024 // 4

@@ -1,4 +1,4 @@
-"""``edgert cloud serve``: start a cloud worker (see :mod:`edgert.cloud_server`).
+"""``edgert cloud serve``: start a cloud worker (see :mod:`edgert.offload.server`).
 
 Wired into ``edgert/cli.py`` with ``register(sub)``. Errors print one line on
 stderr and exit with status 2. Also runnable as ``python -m edgert.cmd_cloud serve …``.
@@ -60,8 +60,8 @@ def run(args: argparse.Namespace) -> int:
     """Run the worker until SIGTERM/SIGINT; 0 after a graceful drain, 2 on a configuration error."""
     import os  # noqa: PLC0415
 
-    from delegates.cloud import parse_broker_url  # noqa: PLC0415
-    from edgert.cloud_server import serve_forever  # noqa: PLC0415
+    from edgert.offload import parse_broker_url  # noqa: PLC0415
+    from edgert.offload.server import serve_forever  # noqa: PLC0415
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s edgert-cloud %(levelname)s %(message)s")
     logging.getLogger("edgert.cloud").setLevel(logging.DEBUG if args.verbose else logging.INFO)

@@ -114,7 +114,7 @@ class Runtime(Dispatcher):
         self._delegates = resolve_delegates(delegates)
         self._workers = make_workers(self._delegates, cpu_workers, self._lock)
         if offload not in (None, "off"):
-            from edgert.offload import make_cloud_worker  # noqa: PLC0415 - optional path
+            from edgert.offload._worker import make_cloud_worker  # noqa: PLC0415 - optional path
 
             self._workers.append(make_cloud_worker(offload, self._lock, self))
         if not self._workers:

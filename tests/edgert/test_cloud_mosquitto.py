@@ -16,8 +16,10 @@ import pytest
 
 import edgert
 from delegates.base import Artifact
-from delegates.cloud import CloudDelegate, MqttLink, parse_broker_url
-from delegates.cloud_wire import encode
+from edgert.offload import parse_broker_url
+from edgert.offload._client import CloudDelegate
+from edgert.offload._link import MqttLink
+from edgert.offload._wire import encode
 from edgert import cmd_cloud, genmodels
 from edgert.result import DROPPED, FAILED, LATE, OK
 from scheduler.errors import ModelLoadError, OffloadError
@@ -69,7 +71,7 @@ def test_runtime_runs_on_the_cloud_with_the_same_outputs(cloud) -> None:
 def test_a_stale_cloud_estimate_is_reset_so_the_cloud_is_tried_again(cloud) -> None:
     """One slow spell must not keep the cloud out for the rest of the session: an estimate no round
     trip refreshed for STALE_S goes back to the fastest round trip seen; the prior stays."""
-    from edgert.offload import STALE_S
+    from edgert.offload._worker import STALE_S
 
     broker, models, _, _ = cloud
     x = genmodels.example_inputs("cnn")

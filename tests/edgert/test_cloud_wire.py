@@ -9,10 +9,10 @@ import math
 import numpy as np
 import pytest
 
-from delegates.cloud import CloudConfig, parse_broker_url
-from delegates.cloud_wire import MAGIC, WireError, decode_arrays, decode_header, encode, spec_from_json, spec_to_json
+from edgert.offload import CloudConfig, parse_broker_url
+from edgert.offload._wire import MAGIC, WireError, decode_arrays, decode_header, encode, spec_from_json, spec_to_json
 from delegates.base import TensorSpec
-from edgert.offload import give_up_ms
+from edgert.offload._worker import give_up_ms
 from scheduler.errors import ConfigError
 
 
@@ -113,7 +113,7 @@ def test_give_up_time(deadline: float, now: float, expected: float, reserve: flo
 def test_unknown_offload_values() -> None:
     import threading
 
-    from edgert.offload import make_cloud_worker
+    from edgert.offload._worker import make_cloud_worker
 
     with pytest.raises(ConfigError, match="unknown offload 'tcp://x'"):
         make_cloud_worker("tcp://x", threading.Lock())

@@ -1,4 +1,4 @@
-"""The cloud processor's client side: model requests over MQTT to ``edgert cloud serve`` workers.
+"""The cloud link: one MQTT connection carrying model requests to ``edgert cloud serve`` workers.
 
 Wire format (MQTT 3.1.1 compatible, so the correlation id rides in the payload)::
 
@@ -24,111 +24,23 @@ end-to-end time of every cloud run.
 from __future__ import annotations
 
 import itertools
-import os
 import socket
 import ssl
 import threading
 import time
 import uuid
-from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
 
 import numpy as np
 
-from delegates.base import Artifact, Delegate, Session
-from scheduler.errors import ConfigError, ModelLoadError, OffloadError
-from delegates.cloud_wire import (
-    MAX_PAYLOAD_BYTES,
-    WireError,
-    decode_arrays,
-    decode_header,
-    encode,
-    spec_from_json,
-)
+from edgert.errors import OffloadError
+from edgert.offload._config import CloudConfig
+from edgert.offload._wire import WireError, decode_arrays, decode_header, encode
 
-#: Topic prefix of requests and replies.
-DEFAULT_PREFIX = "edgert"
-#: Default shared-subscription group of the workers.
-DEFAULT_GROUP = "edgert"
 # A model name is one topic level: wildcards, separators and NUL become "_" (the header has the real name).
 _TOPIC_UNSAFE = str.maketrans({c: "_" for c in "/+#\0$"})
 
 
-# -- configuration ---------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class CloudConfig:
-    """Where the broker is and how to talk to it.
-
-    Built from a URL by :func:`parse_broker_url`:
-    ``mqtt[s]://[user[:password]@]host[:port][?ca=PATH&cert=PATH&key=PATH&insecure=1&capacity=N
-    &timeout_ms=MS&max_payload=BYTES&prefix=P&qos=Q]``. ``mqtts`` turns TLS on (port 8883 by
-    default); the password may also come from ``EDGERT_MQTT_PASSWORD``.
-    """
-
-    host: str = "127.0.0.1"
-    port: int = 1883
-    username: str | None = None
-    password: str | None = None
-    tls: bool = False
-    ca: str | None = None
-    cert: str | None = None
-    key: str | None = None
-    insecure: bool = False
-    #: Requests one client keeps in flight (the cloud worker's parallel slots).
-    capacity: int = 4
-    #: Give-up time for a request without a deadline, in ms.
-    timeout_ms: float = 5_000.0
-    max_payload: int = MAX_PAYLOAD_BYTES
-    prefix: str = DEFAULT_PREFIX
-    qos: int = 1
-
-    def url(self) -> str:
-        """The broker URL without the password (for messages)."""
-        user = f"{self.username}@" if self.username else ""
-        return f"{'mqtts' if self.tls else 'mqtt'}://{user}{self.host}:{self.port}"
-
-
-def parse_broker_url(url: str) -> CloudConfig:
-    """Parse ``mqtt://…`` / ``mqtts://…`` (see :class:`CloudConfig`).
-
-    Raises:
-        ConfigError: another scheme, a bad port or an unknown/invalid query option.
-    """
-    parts = urlsplit(url)
-    if parts.scheme not in ("mqtt", "mqtts"):
-        raise ConfigError(f"broker URL {url!r} must start with mqtt:// or mqtts://, e.g. mqtt://127.0.0.1:1883")
-    try:
-        port = parts.port
-    except ValueError as exc:
-        raise ConfigError(f"broker URL {url!r} has a bad port: {exc}") from exc
-    tls = parts.scheme == "mqtts"
-    cfg = CloudConfig(host=parts.hostname or "127.0.0.1", port=port or (8883 if tls else 1883),
-                      username=unquote(parts.username) if parts.username else None,
-                      password=unquote(parts.password) if parts.password else os.environ.get("EDGERT_MQTT_PASSWORD"),
-                      tls=tls)
-    fields: dict[str, Any] = {}
-    conv = {"ca": str, "cert": str, "key": str, "prefix": str, "insecure": _flag, "capacity": int,
-            "timeout_ms": float, "max_payload": int, "qos": int}
-    for k, vals in parse_qs(parts.query, keep_blank_values=True).items():
-        if k not in conv:
-            from scheduler.errors import did_you_mean  # noqa: PLC0415
-
-            raise did_you_mean("broker URL option", k, conv)
-        try:
-            fields[k] = conv[k](vals[-1])
-        except ValueError as exc:
-            raise ConfigError(f"broker URL option {k}={vals[-1]!r} is invalid: {exc}") from exc
-    if fields.get("qos", 1) not in (0, 1) or fields.get("capacity", 1) < 1:
-        raise ConfigError(f"broker URL {url!r}: qos must be 0 or 1 and capacity >= 1")
-    return replace(cfg, **fields)
-
-
-def _flag(v: str) -> bool:
-    return v.lower() in ("", "1", "true", "yes", "on")
-
-
-# -- wire format -----------------------------------------------------------------------------
 class _Waiter:
     __slots__ = ("event", "head", "arrays", "error", "nbytes")
 
@@ -317,92 +229,3 @@ def _nodelay(_client: Any, _u: Any, sock: Any) -> None:
         pass
 
 
-# -- delegate and session --------------------------------------------------------------------
-def digest_of(data: bytes) -> str:
-    """SHA-256 hex digest of a model file: how a request names exactly which model it means."""
-    import hashlib  # noqa: PLC0415
-
-    return hashlib.sha256(data).hexdigest()
-
-
-class CloudSession(Session):
-    """A model served by the cloud workers: inputs/outputs as the worker reported them."""
-
-    def __init__(self, link: MqttLink, name: str, digest: str, reply: dict[str, Any]) -> None:
-        self.link = link
-        self.name = name
-        self.digest = digest
-        self.inputs = tuple(spec_from_json(d) for d in reply.get("inputs", []))
-        self.outputs = tuple(spec_from_json(d) for d in reply.get("outputs", []))
-        #: Server compute time of this model, EMA in ms.
-        self.compute_ms: float | None = None
-        #: The last reply's worker id and server compute time (ms).
-        self.last_worker = ""
-        self.last_compute_ms = 0.0
-
-    def run(self, feeds: list[np.ndarray], timeout_ms: float | None = None) -> list[np.ndarray]:
-        """One round trip; waits at most ``timeout_ms`` (default: the link's ``timeout_ms``).
-
-        Raises:
-            OffloadError: timeout, lost broker, oversize payload or an error reply.
-        """
-        timeout = self.link.cfg.timeout_ms if timeout_ms is None else timeout_ms
-        t = time.perf_counter()
-        head, outs, up, down = self.link.request({"op": "run", "digest": self.digest, "budget_ms": timeout},
-                                                 feeds, self.name, timeout)
-        total = (time.perf_counter() - t) * 1e3
-        compute = self.last_compute_ms = float(head.get("compute_ms", 0.0))
-        self.compute_ms = compute if self.compute_ms is None else self.compute_ms + 0.1 * (compute - self.compute_ms)
-        self.link.observe_transfer(up + down, total - compute - float(head.get("queue_ms", 0.0)))
-        self.last_worker = str(head.get("worker", ""))
-        if len(outs) != len(self.outputs):
-            raise OffloadError(f"cloud worker {self.last_worker} returned {len(outs)} outputs for {self.name!r}, "
-                               f"expected {len(self.outputs)}")
-        return [np.array(o) for o in outs]  # writable copies, not views of the message
-
-    def expected_ms(self, nbytes: int) -> float | None:
-        """RTT + ``nbytes`` over the measured bandwidth + server compute (ms); None before measurements."""
-        if self.link.rtt_ms is None or self.compute_ms is None:
-            return None
-        wire = nbytes * 8 / 1e3 / self.link.bandwidth_mbps if self.link.bandwidth_mbps else 0.0
-        return self.link.rtt_ms + wire + self.compute_ms
-
-
-class CloudDelegate(Delegate):
-    """Runs models on ``edgert cloud serve`` workers reached through an MQTT broker."""
-
-    name = "mqtt-cloud"
-    processor = "cloud"
-    backend = "mqtt"
-    formats = ("onnx", "tflite")
-
-    def __init__(self, link: MqttLink) -> None:
-        self.link = link
-
-    def probe(self) -> str | None:
-        """None while the broker connection is up, else why not (never cached: it changes)."""
-        return self._probe()
-
-    def _probe(self) -> str | None:
-        return None if self.link.connected else f"not connected to the MQTT broker at {self.link.cfg.url()}"
-
-    def open(self, artifact: Artifact, threads: int = 1) -> Session:  # noqa: ARG002 - the worker has its own
-        """Not usable without a model name: use :meth:`open_named`."""
-        raise ModelLoadError("the cloud delegate needs the model's name: it is opened by the cloud worker")
-
-    def open_named(self, artifact: Artifact, name: str, timeout_ms: float = 3_000.0) -> CloudSession:
-        """Ask the workers whether they serve ``name`` with this artifact's digest; return its session.
-
-        Raises:
-            ModelLoadError: no worker answered, or none serves this exact file.
-        """
-        digest = digest_of(artifact.read())
-        try:
-            head, _, _, _ = self.link.request({"op": "describe", "digest": digest}, [], name, timeout_ms)
-        except OffloadError as exc:
-            raise ModelLoadError(f"the cloud cannot serve {name!r} ({artifact.format}, sha256 {digest[:12]}…): {exc}; "
-                                 f"put this exact file in the --models DIR of `edgert cloud serve`") from exc
-        if self.link.rtt_ms is None:
-            for _ in range(3):
-                self.link.ping()
-        return CloudSession(self.link, name, digest, head)

@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 
 from delegates.base import Artifact, Delegate, Session
-from delegates.cloud import DEFAULT_GROUP, CloudConfig, digest_of
-from delegates.cloud_wire import WireError, decode_arrays, decode_header, encode, spec_to_json
-from scheduler.errors import EdgeRTError
+from edgert.errors import EdgeRTError
+from edgert.offload._config import DEFAULT_GROUP, CloudConfig, digest_of
+from edgert.offload._wire import WireError, decode_arrays, decode_header, encode, spec_to_json
 
 log = logging.getLogger("edgert.cloud")
 
@@ -346,7 +346,7 @@ def serve_forever(cfg: CloudConfig, models: str | Path, *, group: str = DEFAULT_
     return server.stats
 
 
-if __name__ == "__main__":  # `python -m edgert.cloud_server …`: the same flags as `edgert cloud serve`
+if __name__ == "__main__":  # `python -m edgert.offload.server …`: the same flags as `edgert cloud serve`
     import sys
 
     from edgert.cmd_cloud import main as _main

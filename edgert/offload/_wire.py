@@ -2,7 +2,7 @@
 
     b"EDG1" | u32 big-endian header length | header (UTF-8 JSON) | .npy blob | .npy blob | ...
 
-Shared by the client (:mod:`delegates.cloud`) and the worker (``edgert cloud serve``).
+Shared by the client (:mod:`edgert.offload`) and the worker (``edgert cloud serve``).
 Decoding is zero-copy and reads ``.npy`` headers with ``allow_pickle=False``.
 """
 
