@@ -1,6 +1,6 @@
 """On-host profiling: measure (model, delegate) latencies into a device profile, and seed an estimator from one.
 
-``edgert profile`` (:mod:`edgert.cmd_profile`) uses :func:`measure` and
+``edgert profile`` (:mod:`edgert.cli._profile`) uses :func:`measure` and
 :func:`build_profile`; the runtime uses :func:`seed_from_profile`.
 
 Processor names in a written profile follow the runtime's worker names: the

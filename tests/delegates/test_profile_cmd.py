@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from delegates._probe_models import onnx_probe, tflite_probe
-from edgert import cmd_profile
+from edgert.cli import _profile as cmd_profile
 from edgert.profiling import seed_from_profile
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import CloudSpec, DeviceProfile, ProcessorSpec

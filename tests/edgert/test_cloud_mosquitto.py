@@ -20,7 +20,8 @@ from edgert.offload import parse_broker_url
 from edgert.offload._client import CloudDelegate
 from edgert.offload._link import MqttLink
 from edgert.offload._wire import encode
-from edgert import cmd_cloud, genmodels
+from edgert import genmodels
+from edgert.cli import _cloud as cmd_cloud
 from edgert.result import DROPPED, FAILED, LATE, OK
 from scheduler.errors import ModelLoadError, OffloadError
 from tests.edgert.test_cloud_support import Mosquitto, WorkerProc, make_models, needs_mosquitto

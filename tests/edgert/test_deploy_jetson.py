@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from edgert import cmd_deploy, genmodels
+from edgert import genmodels
+from edgert.cli import _deploy as cmd_deploy
 from edgert.deploy.jetson import service_unit
 from scheduler.profile import DeviceProfile
 from tests.edgert.doubles import install_doubles

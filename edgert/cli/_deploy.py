@@ -1,6 +1,6 @@
 """``edgert deploy android|jetson``: profile models on a target device and write a device profile.
 
-Wired into ``edgert/cli.py`` with ``register(sub)``. The flags of DESIGN.md §5
+Wired into ``edgert/cli/`` with ``register(sub)``. The flags of DESIGN.md §5
 are binding; the extra ones (``--bundle``, ``--trtexec``, ``--wheel``,
 ``--venv``, ``--service``) are optional and documented in docs/deploy.md.
 Errors print one line on stderr and exit with status 2.
