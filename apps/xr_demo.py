@@ -212,7 +212,7 @@ def main_from_args(args: argparse.Namespace) -> int:
             rt.write_timeline(args.timeline)
             console.print(f"timeline: {args.timeline} (open in ui.perfetto.dev)")
         if args.plot:
-            from edgert.plot import plot_records  # noqa: PLC0415
+            from edgert.bench.plot import plot_records  # noqa: PLC0415
 
             plot_records(rt.records(), args.plot, title=f"edgert xr-demo ({rt.scheduler})")
             console.print(f"plot: {args.plot}")

@@ -18,7 +18,7 @@ from _common import host_line, median  # noqa: E402
 from dispatch import direct_litert, direct_ort  # noqa: E402
 
 import edgert  # noqa: E402
-from edgert import genmodels  # noqa: E402
+from edgert.testing import genmodels  # noqa: E402
 
 
 def main() -> int:

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import host_line, median, per_call_us  # noqa: E402
 
 import edgert  # noqa: E402
-from edgert import genmodels  # noqa: E402
+from edgert.testing import genmodels  # noqa: E402
 
 
 def direct_ort(path: Path, feeds: dict[str, np.ndarray]):

@@ -34,7 +34,7 @@ from _common import host_line  # noqa: E402
 from dispatch import direct_ort  # noqa: E402
 
 import edgert  # noqa: E402
-from edgert import genmodels  # noqa: E402
+from edgert.testing import genmodels  # noqa: E402
 
 
 def _python_work(ms: float) -> None:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from edgert import genmodels, zoo
+from edgert import zoo
+from edgert.testing import genmodels
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@
     edgert bench loadgen --scenario SingleStream --model cnn --compare --repeat 3
 
 ``--model`` is a .tflite / .onnx path, or the name of a generated model
-(``edgert.genmodels``: tiny, mlp, cnn, ...) built on the fly in ``--format``.
+(``edgert.testing.genmodels``: tiny, mlp, cnn, ...) built on the fly in ``--format``.
 The default delegate is the CPU path of the model's format (``litert-xnnpack`` /
 ``ort-cpu``) so that edgert and ``--direct`` run the same backend. LoadGen's
 summary is printed as LoadGen wrote it, then a one-line digest. Errors print one
@@ -33,7 +33,7 @@ MAX_DEFAULT_QPS = 1000.0
 
 def register(subparsers: Any) -> None:
     """Add ``bench loadgen`` to the main parser's subparsers."""
-    from edgert.loadgen_sut import SCENARIOS  # light: numpy only
+    from edgert.bench.loadgen import SCENARIOS  # light: numpy only
 
     p = subparsers.add_parser("bench", help="benchmarks: MLPerf LoadGen over edgert or the backend directly")
     p.set_defaults(func=lambda a: _usage(p))
@@ -88,7 +88,7 @@ def _resolve_model(spec: str, fmt: str, tmp: Path) -> Path:
         if not p.is_file():
             raise ConfigError(f"model {spec!r} not found")
         return p
-    from edgert import genmodels
+    from edgert.testing import genmodels
 
     if spec not in genmodels.NAMES:
         from scheduler.errors import did_you_mean
@@ -98,7 +98,7 @@ def _resolve_model(spec: str, fmt: str, tmp: Path) -> Path:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from edgert import loadgen_sut as L
+    from edgert.bench import loadgen as L
 
     L.import_loadgen()
     workers = args.cpu_workers if args.cpu_workers is not None else (os.cpu_count() or 1)

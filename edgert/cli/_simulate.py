@@ -83,7 +83,7 @@ def _run(args: argparse.Namespace) -> int:
 
         write_chrome_trace(args.timeline, res.records, res.processor_names)
     if args.plot:
-        from edgert.plot import plot_records  # noqa: PLC0415
+        from edgert.bench.plot import plot_records  # noqa: PLC0415
 
         plot_records(res.records, args.plot, title=f"{summary['workload']} on {summary['device']}, "
                                                   f"scheduler {summary['scheduler']}",

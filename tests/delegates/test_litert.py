@@ -34,7 +34,7 @@ def test_partition_is_reported_when_xnnpack_takes_part_of_the_graph() -> None:
 
 
 def test_generated_models_run_on_litert() -> None:
-    genmodels = pytest.importorskip("edgert.genmodels")
+    genmodels = pytest.importorskip("edgert.testing.genmodels")
     for name in ("tiny", "mlp", "stateful"):
         s = get("litert-xnnpack").open(Artifact("tflite", data=genmodels.build(name, "tflite")))
         feeds = genmodels.example_inputs(name)

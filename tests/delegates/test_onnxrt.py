@@ -30,7 +30,7 @@ def test_cpu_session_runs_and_matches_numpy() -> None:
 
 
 def test_generated_models_run_on_cpu() -> None:
-    genmodels = pytest.importorskip("edgert.genmodels")
+    genmodels = pytest.importorskip("edgert.testing.genmodels")
     for name in ("tiny", "mlp", "multi_input", "stateful"):
         s = get("ort-cpu").open(Artifact("onnx", data=genmodels.build(name, "onnx")))
         feeds = genmodels.example_inputs(name)

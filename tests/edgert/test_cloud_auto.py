@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import edgert
-from edgert import genmodels
+from edgert.testing import genmodels
 from edgert.result import OK
 
 pytestmark = pytest.mark.broker

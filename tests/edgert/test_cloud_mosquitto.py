@@ -20,7 +20,7 @@ from edgert.offload import parse_broker_url
 from edgert.offload._client import CloudDelegate
 from edgert.offload._link import MqttLink
 from edgert.offload._wire import encode
-from edgert import genmodels
+from edgert.testing import genmodels
 from edgert.cli import _cloud as cmd_cloud
 from edgert.result import DROPPED, FAILED, LATE, OK
 from scheduler.errors import ModelLoadError, OffloadError

@@ -130,7 +130,7 @@ class WorkerProc:
 
 def make_models(directory: Path, names: tuple[str, ...] = ("tiny", "cnn", "multi_input", "raises")) -> Path:
     """Generated models (onnx) in ``directory``."""
-    from edgert import genmodels  # noqa: PLC0415
+    from edgert.testing import genmodels  # noqa: PLC0415
 
     for n in names:
         genmodels.save(n, directory, formats=["onnx"])

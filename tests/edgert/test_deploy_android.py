@@ -2,7 +2,7 @@
 
 The doubles (tests/edgert/doubles) answer in the real tools' formats; the
 deployer, the parsers and the profile writer under test are the real ones.
-The models are real generated .tflite files (edgert.genmodels).
+The models are real generated .tflite files (edgert.testing.genmodels).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from edgert import genmodels
+from edgert.testing import genmodels
 from edgert.cli import _deploy as cmd_deploy
 from scheduler.profile import DeviceProfile
 from tests.edgert.doubles import install_doubles

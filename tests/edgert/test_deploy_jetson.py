@@ -2,7 +2,7 @@
 
 The doubles (tests/edgert/doubles) answer in the real tools' formats; the
 deployer, the trtexec parser and the profile writer under test are real. The
-models are real generated .onnx files (edgert.genmodels).
+models are real generated .onnx files (edgert.testing.genmodels).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from edgert import genmodels
+from edgert.testing import genmodels
 from edgert.cli import _deploy as cmd_deploy
 from edgert.deploy.jetson import service_unit
 from scheduler.profile import DeviceProfile

@@ -15,9 +15,9 @@ import pytest
 lg = pytest.importorskip("mlperf_loadgen", reason="needs mlcommons-loadgen (pip install mlcommons-loadgen)")
 
 import edgert
-from edgert import genmodels
+from edgert.testing import genmodels
 from edgert.cli import _bench as cmd_bench
-from edgert.loadgen_sut import DirectSUT, EdgertSUT, LoadGenSettings, Samples, direct_specs, parse_summary, run_loadgen
+from edgert.bench.loadgen import DirectSUT, EdgertSUT, LoadGenSettings, Samples, direct_specs, parse_summary, run_loadgen
 
 SUMMARY = """\
 ================================================

@@ -15,8 +15,8 @@ import pytest
 from ai_edge_litert import schema_py_generated as fb
 from ai_edge_litert.interpreter import Interpreter
 
-from edgert import genmodels
-from edgert.genmodels import onnx_models, tflite_writer
+from edgert.testing import genmodels
+from edgert.testing.genmodels import onnx_models, tflite_writer
 from scheduler.errors import ConfigError
 
 TOL = 1e-5

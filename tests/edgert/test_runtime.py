@@ -16,7 +16,7 @@ from ai_edge_litert.interpreter import Interpreter
 import edgert
 from delegates.base import Delegate, Session
 from delegates.onnxrt import OrtDelegate
-from edgert import genmodels
+from edgert.testing import genmodels
 from edgert.runtime import HANDOFF_NAP_S, HANDOFF_WAIT_MS
 from scheduler.profile import DeviceProfile, ProcessorSpec
 from scheduler.types import Assignment, SchedulerView

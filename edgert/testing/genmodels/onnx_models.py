@@ -1,8 +1,8 @@
 """The generated networks as ONNX graphs, built with ``onnx.helper`` (opset 17, IR 8).
 
 Every function returns an ``onnx.ModelProto`` that passes ``onnx.checker``;
-weights come from :func:`edgert.genmodels._nets.weights`, so the TFLite
-twin written by :mod:`edgert.genmodels.tflite_writer` computes the same
+weights come from :func:`edgert.testing.genmodels._nets.weights`, so the TFLite
+twin written by :mod:`edgert.testing.genmodels.tflite_writer` computes the same
 function. Image inputs are NHWC (as in TFLite): the CNN transposes to NCHW
 inside the graph.
 """
@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from edgert.genmodels import _nets
+from edgert.testing.genmodels import _nets
 
 OPSET = 17
 IR_VERSION = 8   # the oldest IR that carries opset 17: loadable by older device ORT builds
@@ -59,7 +59,7 @@ class _G:
         graph = helper.make_graph(self.nodes, f"edgert_{self.net.name}",
                                   [vi(t) for t in self.net.inputs], [vi(t) for t in self.net.outputs],
                                   initializer=self.inits)
-        m = helper.make_model(graph, producer_name="edgert.genmodels",
+        m = helper.make_model(graph, producer_name="edgert.testing.genmodels",
                               opset_imports=[helper.make_opsetid("", OPSET)])
         m.ir_version = IR_VERSION
         m.doc_string = self.net.summary

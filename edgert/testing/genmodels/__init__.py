@@ -21,7 +21,7 @@ raises         Reshape(x, [4, 4 + fail]): fails inside the    x [1,16], fail int
                backend for any fail != 0 (zeros run fine)     -> y [4,4]
 ============== ============================================== ==============================
 
->>> from edgert import genmodels
+>>> from edgert.testing import genmodels
 >>> onnx_bytes = genmodels.build("cnn", "onnx", seed=0)
 >>> paths = genmodels.save("stateful", "/tmp/models")   # {"onnx": .../stateful.onnx, "tflite": ...}
 >>> feeds = genmodels.example_inputs("dynamic_batch", batch=7)
@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from edgert.genmodels._nets import NAMES, NetSpec, TensorInfo, example_inputs, spec, weights
+from edgert.testing.genmodels._nets import NAMES, NetSpec, TensorInfo, example_inputs, spec, weights
 from scheduler.errors import did_you_mean
 
 __all__ = ["FORMATS", "NAMES", "NetSpec", "TensorInfo", "build", "example_inputs", "save", "spec", "weights"]
@@ -49,11 +49,11 @@ def build(name: str, fmt: str, seed: int = 0) -> bytes:
     """
     spec(name)
     if fmt == "onnx":
-        from edgert.genmodels.onnx_models import build_onnx  # noqa: PLC0415 - onnx imported on demand
+        from edgert.testing.genmodels.onnx_models import build_onnx  # noqa: PLC0415 - onnx imported on demand
 
         return build_onnx(name, seed).SerializeToString()
     if fmt == "tflite":
-        from edgert.genmodels.tflite_writer import build_tflite  # noqa: PLC0415
+        from edgert.testing.genmodels.tflite_writer import build_tflite  # noqa: PLC0415
 
         return build_tflite(name, seed)
     raise did_you_mean("model format", fmt, FORMATS)

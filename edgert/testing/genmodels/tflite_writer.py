@@ -2,7 +2,7 @@
 
 No TensorFlow: the model is assembled with the flatbuffer object API of
 ``ai_edge_litert.schema_py_generated`` and serialized with the ``flatbuffers``
-package. Weights come from :func:`edgert.genmodels._nets.weights`, the same
+package. Weights come from :func:`edgert.testing.genmodels._nets.weights`, the same
 arrays the ONNX twin uses, so both take the same input tensors and give the
 same outputs (to float rounding). Operators used: FULLY_CONNECTED, CONV_2D,
 MEAN, ADD, SUB, MUL, RELU, TANH, LOGISTIC, CAST, RESHAPE.
@@ -20,13 +20,13 @@ from pathlib import Path
 import flatbuffers
 import numpy as np
 
-from edgert.genmodels import _nets
+from edgert.testing.genmodels import _nets
 
 try:
     from ai_edge_litert import schema_py_generated as fb
 except ImportError as exc:  # pragma: no cover - depends on the host
     raise ImportError(
-        "edgert.genmodels.tflite_writer needs ai_edge_litert (its flatbuffer schema): pip install ai-edge-litert"
+        "edgert.testing.genmodels.tflite_writer needs ai_edge_litert (its flatbuffer schema): pip install ai-edge-litert"
     ) from exc
 
 _OP = fb.BuiltinOperator
@@ -59,7 +59,7 @@ class _AlignedBufferT(fb.BufferT):
 class TFLiteGraph:
     """A one-subgraph TFLite model under construction: tensors, constant buffers, operators."""
 
-    def __init__(self, description: str = "edgert.genmodels") -> None:
+    def __init__(self, description: str = "edgert.testing.genmodels") -> None:
         self.description = description
         self.tensors: list[fb.TensorT] = []
         self.buffers: list[fb.BufferT] = [_AlignedBufferT()]   # buffer 0: the empty sentinel
@@ -159,7 +159,7 @@ class TFLiteGraph:
 
 def _start(name: str, seed: int) -> tuple[TFLiteGraph, _nets.NetSpec, dict[str, np.ndarray], list[int]]:
     net = _nets.spec(name)
-    g = TFLiteGraph(f"edgert.genmodels {name} seed={seed}: {net.summary}")
+    g = TFLiteGraph(f"edgert.testing.genmodels {name} seed={seed}: {net.summary}")
     return g, net, _nets.weights(name, seed), [g.input(t) for t in net.inputs]
 
 
@@ -222,7 +222,7 @@ def dynamic_batch(seed: int = 0) -> bytes:
 
 
 def stateful(seed: int = 0) -> bytes:
-    """The GRU cell of :func:`edgert.genmodels.onnx_models.stateful`, from FC/ADD/SUB/MUL/LOGISTIC/TANH."""
+    """The GRU cell of :func:`edgert.testing.genmodels.onnx_models.stateful`, from FC/ADD/SUB/MUL/LOGISTIC/TANH."""
     g, _, w, (x, h) = _start("stateful", seed)
     gates = {}
     for gate in ("z", "r"):

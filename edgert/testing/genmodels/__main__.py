@@ -1,7 +1,7 @@
-"""``python -m edgert.genmodels``: write the generated models, or time them on both backends.
+"""``python -m edgert.testing.genmodels``: write the generated models, or time them on both backends.
 
-    python -m edgert.genmodels --out DIR [--seed N] [NAME ...]   # DIR/<name>.onnx and DIR/<name>.tflite
-    python -m edgert.genmodels --time [NAME ...]                  # per-run ms, ORT vs LiteRT, 1 thread each
+    python -m edgert.testing.genmodels --out DIR [--seed N] [NAME ...]   # DIR/<name>.onnx and DIR/<name>.tflite
+    python -m edgert.testing.genmodels --time [NAME ...]                  # per-run ms, ORT vs LiteRT, 1 thread each
 
 Timing is the best and the median of 5 rounds after a warm-up; the LiteRT
 figure includes ``set_tensor`` + ``invoke`` + ``get_tensor`` (what a caller
@@ -15,7 +15,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from edgert import genmodels
+from edgert.testing import genmodels
 
 
 def _per_run_ms(fn: Callable[[], object], budget_s: float = 0.3) -> tuple[float, float]:
@@ -72,7 +72,7 @@ def time_models(names: list[str]) -> list[tuple[str, float, float, float]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status."""
-    ap = argparse.ArgumentParser(prog="python -m edgert.genmodels", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m edgert.testing.genmodels", description=__doc__.splitlines()[0])
     ap.add_argument("names", nargs="*", help=f"models (default: all of {', '.join(genmodels.NAMES)})")
     ap.add_argument("--out", help="directory to write <name>.onnx and <name>.tflite into")
     ap.add_argument("--seed", type=int, default=0, help="weight seed (default 0)")
