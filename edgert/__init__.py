@@ -19,10 +19,10 @@ from edgert.errors import (
     RequestDropped,
     TraceError,
 )
-from edgert.frame import Frame
-from edgert.model import Model
-from edgert.result import Result
-from edgert.runtime import Runtime
+from edgert._frame import Frame
+from edgert._model import Model
+from edgert._result import Result
+from edgert._runtime import Runtime
 
 __version__ = "0.1.0"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from delegates.registry import resolve
-from edgert.profiling import Failure, Measurement, artifact_for, build_profile, measure
+from edgert._profiling import Failure, Measurement, artifact_for, build_profile, measure
 from scheduler.errors import EdgeRTError
 
 

@@ -39,12 +39,12 @@ from edgert.offload._client import CloudDelegate, CloudSession
 from edgert.offload._config import CloudConfig, parse_broker_url
 from edgert.offload._embedded import EmbeddedCloud
 from edgert.offload._link import MqttLink
-from edgert.worker import Worker
+from edgert._worker import Worker
 
 if TYPE_CHECKING:
-    from edgert.model import LoadedModel
-    from edgert.result import Request
-    from edgert.runtime import Runtime
+    from edgert._model import LoadedModel
+    from edgert._result import Request
+    from edgert._runtime import Runtime
 
 #: A cloud estimate no round trip has refreshed for this long (s) is stale: see ``CloudWorker``.
 STALE_S = 1.0

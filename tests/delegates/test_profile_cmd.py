@@ -9,7 +9,7 @@ import pytest
 
 from delegates._probe_models import onnx_probe, tflite_probe
 from edgert.cli import _profile as cmd_profile
-from edgert.profiling import seed_from_profile
+from edgert._profiling import seed_from_profile
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import CloudSpec, DeviceProfile, ProcessorSpec
 

@@ -13,8 +13,8 @@ from scheduler.errors import EdgeRTError
 from scheduler.types import RequestView
 
 if TYPE_CHECKING:
-    from edgert.model import LoadedModel
-    from edgert.worker import Worker
+    from edgert._model import LoadedModel
+    from edgert._worker import Worker
 
 #: Terminal statuses: every request ends with exactly one.
 OK, LATE, DROPPED, FAILED = "ok", "late", "dropped", "failed"

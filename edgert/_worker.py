@@ -22,8 +22,8 @@ from scheduler.errors import ConfigError
 from scheduler.types import ProcessorView
 
 if TYPE_CHECKING:
-    from edgert.model import LoadedModel
-    from edgert.result import Request
+    from edgert._model import LoadedModel
+    from edgert._result import Request
 
 
 class Worker:

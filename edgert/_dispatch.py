@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from edgert.result import DROPPED, FAILED, LATE, OK, Request, Result, outputs_dict
-from edgert.worker import Worker
+from edgert._result import DROPPED, FAILED, LATE, OK, Request, Result, outputs_dict
+from edgert._worker import Worker
 from scheduler.errors import EdgeRTError, InferenceError, RequestDropped
 from scheduler.timeline import RequestRecord
 from scheduler.types import Assignment, ProcessorView, SchedulerView

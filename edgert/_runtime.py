@@ -28,19 +28,19 @@ from typing import Any
 
 import numpy as np
 
-from edgert.dispatch import Dispatcher
-from edgert.frame import Frame, current_frame
-from edgert.loader import (
+from edgert._dispatch import Dispatcher
+from edgert._frame import Frame, current_frame
+from edgert._loader import (
     check_delegate_names,
     open_on_workers,
     profiled_ms,
     resolve_delegates,
 )
-from edgert.model import LoadedModel, Model, artifacts_of
-from edgert.result import Request, Result
-from edgert.stats import ModelStats
-from edgert.trace import TraceWriter
-from edgert.worker import Worker, make_workers
+from edgert._model import LoadedModel, Model, artifacts_of
+from edgert._result import Request, Result
+from edgert._stats import ModelStats
+from edgert._trace import TraceWriter
+from edgert._worker import Worker, make_workers
 from scheduler.errors import (
     ConfigError,
     EdgeRTError,

@@ -1,6 +1,6 @@
 """Loading a model onto the runtime's workers: open, check, warm up, pick the fastest delegate.
 
-Kept apart from :mod:`edgert.runtime` (the request lifecycle): nothing here
+Kept apart from :mod:`edgert._runtime` (the request lifecycle): nothing here
 touches scheduling state, and everything here runs before a model is visible
 to the policy.
 """
@@ -14,8 +14,8 @@ import numpy as np
 
 from delegates.base import Delegate, Session
 from delegates.registry import all_delegates, resolve
-from edgert.model import LoadedModel
-from edgert.worker import Worker
+from edgert._model import LoadedModel
+from edgert._worker import Worker
 from scheduler.errors import ConfigError, DelegateUnavailable, EdgeRTError, ModelLoadError, did_you_mean
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import DeviceProfile
@@ -100,7 +100,7 @@ def profiled_ms(profile: DeviceProfile | None, model: str, workers: Sequence[Wor
     """The profile's latency (ms) of ``model`` per worker name (same name, else same kind)."""
     if profile is None:
         return {}
-    from edgert.profiling import seed_from_profile  # noqa: PLC0415 - only with a profile
+    from edgert._profiling import seed_from_profile  # noqa: PLC0415 - only with a profile
 
     tmp = LatencyEstimator()
     seed_from_profile(tmp, profile, {w.name: w.kind for w in workers})

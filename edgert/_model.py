@@ -14,10 +14,10 @@ import numpy as np
 
 from delegates.base import Artifact, TensorSpec
 from scheduler.errors import InferenceError, InputError, ModelLoadError, RequestDropped
-from edgert.result import DROPPED, FAILED, Result
+from edgert._result import DROPPED, FAILED, Result
 
 if TYPE_CHECKING:
-    from edgert.runtime import Runtime
+    from edgert._runtime import Runtime
 
 _SUFFIX_FORMATS = {".tflite": "tflite", ".onnx": "onnx"}
 
@@ -161,7 +161,7 @@ class Model:
         and is recorded in the trace as waiting for it.
 
         When it wakes an idle worker, it returns once that worker has started the request
-        (typically ~0.1 ms, at most ``edgert.runtime.HANDOFF_WAIT_MS``), napping meanwhile so
+        (typically ~0.1 ms, at most ``edgert._runtime.HANDOFF_WAIT_MS``), napping meanwhile so
         the worker gets the GIL; otherwise the worker could wait up to CPython's 5 ms switch
         interval while this thread runs Python. ``infer_async`` pauses its event loop as long.
 
