@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scheduler.errors import ConfigError
+from edgert.errors import ConfigError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
 

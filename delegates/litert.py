@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from delegates.base import Artifact, Delegate, Session, TensorSpec
-from scheduler.errors import DelegateUnavailable, InferenceError, ModelLoadError
+from delegates.errors import DelegateUnavailable, InferenceError, ModelLoadError
 
 
 def import_interpreter() -> Any:

@@ -44,7 +44,7 @@ from delegates._native import capture_native_stderr, find_library, searched_dirs
 from delegates._probe_models import tflite_probe
 from delegates.base import Delegate
 from delegates.litert import LiteRTDelegate, import_interpreter, interpreter_placement
-from scheduler.errors import DelegateUnavailable
+from delegates.errors import DelegateUnavailable
 
 
 class ExternalDelegate(LiteRTDelegate):

@@ -25,7 +25,7 @@ import numpy as np
 from delegates._native import capture_native_stderr
 from delegates._probe_models import tflite_probe
 from delegates.base import Artifact, Delegate, Session, TensorSpec
-from scheduler.errors import DelegateUnavailable, InferenceError, ModelLoadError
+from delegates.errors import DelegateUnavailable, InferenceError, ModelLoadError
 
 
 

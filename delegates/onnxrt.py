@@ -34,7 +34,7 @@ import numpy as np
 from delegates._native import capture_native_stderr, jetson_model
 from delegates._probe_models import onnx_probe
 from delegates.base import Artifact, Delegate, Session, TensorSpec
-from scheduler.errors import DelegateUnavailable, InferenceError, ModelLoadError
+from delegates.errors import DelegateUnavailable, InferenceError, ModelLoadError
 
 # ORT type strings -> numpy dtypes.
 _ORT_DTYPES: dict[str, Any] = {

@@ -21,7 +21,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from delegates.base import Delegate, DelegateInfo
-from scheduler.errors import ConfigError, DelegateUnavailable, did_you_mean
+from delegates.errors import DelegateUnavailable
+from scheduler.errors import ConfigError, did_you_mean
 
 #: Backend family modules; each has ``delegates() -> list[Delegate]``.
 FAMILIES: tuple[str, ...] = (

@@ -21,7 +21,7 @@ import numpy as np
 
 from edgert._result import DROPPED, FAILED, LATE, OK, Request, Result, outputs_dict
 from edgert._worker import Worker
-from scheduler.errors import EdgeRTError, InferenceError, RequestDropped
+from edgert.errors import EdgeRTError, InferenceError, RequestDropped
 from scheduler.timeline import RequestRecord
 from scheduler.types import Assignment, ProcessorView, SchedulerView
 

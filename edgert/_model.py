@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from delegates.base import Artifact, TensorSpec
-from scheduler.errors import InferenceError, InputError, ModelLoadError, RequestDropped
+from edgert.errors import InferenceError, InputError, ModelLoadError, RequestDropped
 from edgert._result import DROPPED, FAILED, Result
 
 if TYPE_CHECKING:

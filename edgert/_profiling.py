@@ -27,7 +27,7 @@ import numpy as np
 
 from delegates._native import host_summary
 from delegates.base import FORMATS, Artifact, Delegate, Session
-from scheduler.errors import ConfigError, ModelLoadError
+from edgert.errors import ConfigError, ModelLoadError
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import DeviceProfile, ProcessorSpec
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from scheduler.errors import EdgeRTError
+from edgert.errors import EdgeRTError
 from scheduler.types import RequestView
 
 if TYPE_CHECKING:

@@ -41,7 +41,7 @@ from edgert._result import Request, Result
 from edgert._stats import ModelStats
 from edgert._trace import TraceWriter
 from edgert._worker import Worker, make_workers
-from scheduler.errors import (
+from edgert.errors import (
     ConfigError,
     EdgeRTError,
 )

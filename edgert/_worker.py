@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from delegates.base import Delegate, Session
-from scheduler.errors import ConfigError
+from edgert.errors import ConfigError
 from scheduler.types import ProcessorView
 
 if TYPE_CHECKING:

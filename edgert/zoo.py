@@ -16,7 +16,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from scheduler.errors import ConfigError, ModelLoadError, did_you_mean
+from edgert.errors import ConfigError, ModelLoadError, did_you_mean
 
 MEDIAPIPE_VERSION = "0.10.14"
 

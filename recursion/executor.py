@@ -27,7 +27,7 @@ from recursion.plan import MAX_ROWS, Forest, Plan, make_plan
 from recursion.runners import CellHandle, Runner, as_runner, unique_name
 from recursion.subgraph import Branch, SubGraph
 from recursion.tree import Tree
-from scheduler.errors import ConfigError, EdgeRTError, InferenceError
+from edgert.errors import ConfigError, EdgeRTError, InferenceError
 
 __all__ = ["Executor", "RunResult", "RunStats"]
 

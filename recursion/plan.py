@@ -30,7 +30,7 @@ import numpy as np
 
 from recursion.subgraph import SubGraph
 from recursion.tree import Tree
-from scheduler.errors import ConfigError, InputError
+from edgert.errors import ConfigError, InputError
 
 __all__ = ["Forest", "Gather", "Group", "Plan", "make_plan"]
 

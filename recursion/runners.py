@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from scheduler.errors import EdgeRTError, InferenceError, RequestDropped
+from edgert.errors import EdgeRTError, InferenceError, RequestDropped
 
 __all__ = ["CellHandle", "OrtRunner", "Runner", "RuntimeRunner", "as_runner", "default_runtime"]
 
@@ -87,7 +87,7 @@ class OrtRunner:
 
     def load_cell(self, name: str, model: bytes) -> CellHandle:
         """Create one session for ``model`` (shared by the workers; ``run`` is thread-safe)."""
-        from scheduler.errors import ModelLoadError
+        from edgert.errors import ModelLoadError
 
         opts = self._ort.SessionOptions()
         opts.intra_op_num_threads = 1

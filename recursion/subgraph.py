@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scheduler.errors import ConfigError
+from edgert.errors import ConfigError
 
 __all__ = ["Branch", "InvokeOp", "NodePredicate", "SubGraph", "arity_at_most", "is_internal", "is_leaf"]
 

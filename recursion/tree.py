@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scheduler.errors import InputError
+from edgert.errors import InputError
 
 __all__ = ["PTBParseError", "Tree", "parse_ptb", "read_ptb"]
 

@@ -1,23 +1,9 @@
-"""The one exception tree of edgert.
+"""The errors the scheduling layer raises: the root of edgert's exception tree and two leaves.
 
-It lives in the lowest layer (``scheduler`` imports nothing of ours) so that
-every layer raises the same classes; the public home is ``edgert`` (and
-``edgert.errors``), which re-exports them::
-
-    EdgeRTError                 root: catch this to catch everything of ours
-    ├── ConfigError             unknown scheduler / delegate / profile name, bad option
-    ├── ModelLoadError          missing, corrupt or unsupported model file
-    ├── InputError              wrong input name, shape or dtype (raised before queueing)
-    ├── DelegateUnavailable     a delegate asked for by name cannot run on this host
-    ├── InferenceError          the backend raised while running a request
-    ├── RequestDropped          the sync call's request was dropped (``reason`` says why)
-    ├── OffloadError            the cloud path failed (broker, timeout, remote error)
-    ├── TraceError              malformed trace / profile / scenario input
-    ├── edgert.deploy.DeployError  a deploy step failed (no device, unauthorized, tool missing)
-    └── edgert.deploy.ParseError   a device tool printed something we cannot read
-
-Foreign exceptions (onnxruntime, LiteRT, MQTT) are translated where they
-cross into our code and chained with ``raise ... from exc``.
+This is the bottom of the tree because ``scheduler`` is the bottom layer (it imports
+nothing of ours). Each error class lives in the lowest layer that raises it and is
+re-exported, never redefined, by :mod:`edgert.errors`, the tree's public home, which
+draws the whole tree.
 """
 
 from __future__ import annotations
@@ -32,40 +18,6 @@ class EdgeRTError(Exception):
 
 class ConfigError(EdgeRTError, ValueError):
     """A configuration value is not one we know (names the value and the choices)."""
-
-
-class ModelLoadError(EdgeRTError):
-    """A model file is missing, corrupt, or no delegate of this host can run it."""
-
-
-class InputError(EdgeRTError, ValueError):
-    """An input does not match the model (name, shape or dtype); nothing was queued."""
-
-
-class DelegateUnavailable(EdgeRTError):
-    """A delegate was asked for by name but cannot run here; ``reason`` says why."""
-
-    def __init__(self, name: str, reason: str) -> None:
-        super().__init__(f"delegate {name!r} is unavailable on this host: {reason}")
-        self.name = name
-        self.reason = reason
-
-
-class InferenceError(EdgeRTError):
-    """The backend raised while running a request (the original is ``__cause__``)."""
-
-
-class RequestDropped(EdgeRTError):
-    """Raised by a sync call whose request was dropped; ``reason`` says why."""
-
-    def __init__(self, model: str, reason: str) -> None:
-        super().__init__(f"request for model {model!r} was dropped: {reason}")
-        self.model = model
-        self.reason = reason
-
-
-class OffloadError(EdgeRTError):
-    """The cloud path failed: broker unreachable, timeout, or an error reply."""
 
 
 class TraceError(EdgeRTError, ValueError):

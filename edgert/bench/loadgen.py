@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.errors import ConfigError
+from edgert.errors import ConfigError
 
 SCENARIOS: tuple[str, ...] = ("SingleStream", "MultiStream", "Server", "Offline")
 
@@ -346,7 +346,7 @@ def run_loadgen(sut: EdgertSUT | DirectSUT, samples: Samples, settings: LoadGenS
     """
     lg = import_loadgen()
     if settings.scenario not in SCENARIOS:
-        from scheduler.errors import did_you_mean
+        from edgert.errors import did_you_mean
 
         raise did_you_mean("LoadGen scenario", settings.scenario, SCENARIOS)
     ts = lg.TestSettings()

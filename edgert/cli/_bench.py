@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scheduler.errors import ConfigError, EdgeRTError
+from edgert.errors import ConfigError, EdgeRTError
 
 DEFAULT_DELEGATE = {".tflite": "litert-xnnpack", ".onnx": "ort-cpu"}
 #: Default Server/Offline target QPS is half the measured capacity, at most this (Python issues the queries).
@@ -91,7 +91,7 @@ def _resolve_model(spec: str, fmt: str, tmp: Path) -> Path:
     from edgert.testing import genmodels
 
     if spec not in genmodels.NAMES:
-        from scheduler.errors import did_you_mean
+        from edgert.errors import did_you_mean
 
         raise did_you_mean("model (a .tflite/.onnx path or a generated model)", spec, genmodels.NAMES)
     return genmodels.save(spec, tmp, formats=[fmt])[fmt]

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from scheduler.errors import EdgeRTError
+from edgert.errors import EdgeRTError
 
 
 def register(subparsers: Any) -> None:

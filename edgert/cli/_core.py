@@ -76,7 +76,7 @@ def _run_app(args: argparse.Namespace) -> int:
     """
     from importlib.metadata import entry_points  # noqa: PLC0415
 
-    from scheduler.errors import ConfigError, did_you_mean  # noqa: PLC0415
+    from edgert.errors import ConfigError, did_you_mean  # noqa: PLC0415
 
     apps = {ep.name: ep for ep in entry_points(group="edgert.apps")}
     if not apps:

@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import Any
 
-from scheduler.errors import EdgeRTError
+from edgert.errors import EdgeRTError
 
 
 def register(subparsers: Any) -> None:

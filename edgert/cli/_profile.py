@@ -17,7 +17,7 @@ from typing import Any
 
 from delegates.registry import resolve
 from edgert._profiling import Failure, Measurement, artifact_for, build_profile, measure
-from scheduler.errors import EdgeRTError
+from edgert.errors import EdgeRTError
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:

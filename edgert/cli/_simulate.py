@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from scheduler.errors import EdgeRTError
+from edgert.errors import EdgeRTError
 
 #: Show a progress bar when a run has at least this many requests (roughly a second of work).
 PROGRESS_MIN_REQUESTS = 50_000

@@ -34,7 +34,7 @@ from pathlib import Path
 from edgert.deploy.parsers import ParseError, benchmark_delegate_status, parse_benchmark_model, parse_getprop
 from edgert.deploy.profile_writer import build_profile, slug, write_profile
 from edgert.deploy.runner import Collector, CommandResult, DeployError, DeployResult, Measurement, Runner, StepFailed
-from scheduler.errors import ConfigError
+from edgert.errors import ConfigError
 
 #: Where everything goes on the device (world-writable, exec allowed, survives reboots).
 DEVICE_DIR = "/data/local/tmp/edgert"

@@ -31,7 +31,7 @@ from pathlib import Path
 from edgert.deploy.parsers import L4TRelease, ParseError, parse_nv_tegra_release, parse_trtexec
 from edgert.deploy.profile_writer import build_profile, slug, write_profile
 from edgert.deploy.runner import Collector, CommandResult, DeployError, DeployResult, Measurement, Runner, StepFailed
-from scheduler.errors import ConfigError
+from edgert.errors import ConfigError
 
 #: Remote directory, relative to the login's home (ssh and scp both start there).
 REMOTE_DIR = "edgert"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from scheduler.errors import EdgeRTError
+from edgert.errors import EdgeRTError
 
 if TYPE_CHECKING:
     from scheduler.profile import DeviceProfile

@@ -83,7 +83,7 @@ def parse_broker_url(url: str) -> CloudConfig:
             "timeout_ms": float, "max_payload": int, "qos": int}
     for k, vals in parse_qs(parts.query, keep_blank_values=True).items():
         if k not in conv:
-            from scheduler.errors import did_you_mean  # noqa: PLC0415
+            from edgert.errors import did_you_mean  # noqa: PLC0415
 
             raise did_you_mean("broker URL option", k, conv)
         try:

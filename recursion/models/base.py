@@ -19,7 +19,7 @@ from recursion.executor import Executor, RunResult, RunStats
 from recursion.plan import Forest
 from recursion.subgraph import SubGraph
 from recursion.tree import Tree
-from scheduler.errors import ConfigError, ModelLoadError
+from edgert.errors import ConfigError, ModelLoadError
 
 #: ``encode`` splits a batch across workers only when each part gets at least this many trees.
 MIN_TREES_PER_PART = 32

@@ -17,7 +17,7 @@ import numpy as np
 from recursion.cells import FLOAT, CellBuilder
 from recursion.models.base import TreeModel
 from recursion.subgraph import InvokeOp, SubGraph, is_internal, is_leaf
-from scheduler.errors import ConfigError
+from edgert.errors import ConfigError
 
 __all__ = ["RNTN", "TreeRNN"]
 

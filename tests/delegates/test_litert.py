@@ -8,7 +8,7 @@ import pytest
 from delegates._probe_models import tflite_probe
 from delegates.base import Artifact
 from delegates.registry import get
-from scheduler.errors import DelegateUnavailable, InferenceError, ModelLoadError
+from edgert.errors import DelegateUnavailable, InferenceError, ModelLoadError
 
 
 def _fc_weights() -> np.ndarray:

@@ -11,7 +11,7 @@ from delegates._probe_models import onnx_probe
 from delegates.base import Artifact
 from delegates.onnxrt import OrtDelegate
 from delegates.registry import get
-from scheduler.errors import DelegateUnavailable, InferenceError, ModelLoadError
+from edgert.errors import DelegateUnavailable, InferenceError, ModelLoadError
 
 
 def _reference(x: np.ndarray) -> np.ndarray:

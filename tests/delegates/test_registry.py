@@ -10,7 +10,7 @@ import pytest
 from delegates import registry
 from delegates._native import capture_native_stderr, find_library
 from delegates.litert_accel import ExternalDelegate
-from scheduler.errors import ConfigError, DelegateUnavailable
+from edgert.errors import ConfigError, DelegateUnavailable
 
 #: Every path of DESIGN §3 / issue 3 that must be listed on any host.
 EXPECTED = {

@@ -23,7 +23,7 @@ from edgert.offload._wire import encode
 from edgert.testing import genmodels
 from edgert.cli import _cloud as cmd_cloud
 from edgert._result import DROPPED, FAILED, LATE, OK
-from scheduler.errors import ModelLoadError, OffloadError
+from edgert.errors import ModelLoadError, OffloadError
 from tests.edgert.test_cloud_support import Mosquitto, WorkerProc, make_models, needs_mosquitto
 
 pytestmark = [needs_mosquitto, pytest.mark.broker]

@@ -13,7 +13,7 @@ from edgert.offload import CloudConfig, parse_broker_url
 from edgert.offload._wire import MAGIC, WireError, decode_arrays, decode_header, encode, spec_from_json, spec_to_json
 from delegates.base import TensorSpec
 from edgert.offload._worker import give_up_ms
-from scheduler.errors import ConfigError
+from edgert.errors import ConfigError
 
 
 def roundtrip(head: dict, arrays: list[np.ndarray]) -> tuple[dict, list[np.ndarray]]:

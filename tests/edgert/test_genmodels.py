@@ -17,7 +17,7 @@ from ai_edge_litert.interpreter import Interpreter
 
 from edgert.testing import genmodels
 from edgert.testing.genmodels import onnx_models, tflite_writer
-from scheduler.errors import ConfigError
+from edgert.errors import ConfigError
 
 TOL = 1e-5
 PAIRED = [n for n in genmodels.NAMES if n != "raises"]

@@ -15,7 +15,7 @@ from recursion.cells import FLOAT, CellBuilder
 from recursion.models import ChildSumTreeLSTM
 from recursion.runners import CellHandle
 from recursion.synth import chain_tree, random_tree, sst_like_tree
-from scheduler.errors import ConfigError, InferenceError, InputError
+from edgert.errors import ConfigError, InferenceError, InputError
 from tests.recursion import reference as ref
 
 H = 4

@@ -16,7 +16,7 @@ import edgert
 from recursion import Forest, OrtRunner, read_ptb
 from recursion.models import RNTN, BinaryTreeLSTM, ChildSumTreeLSTM, TreeRNN
 from recursion.synth import random_tree
-from scheduler.errors import ConfigError, InputError, ModelLoadError
+from edgert.errors import ConfigError, InputError, ModelLoadError
 from tests.recursion import reference as ref
 
 SST = Path(__file__).resolve().parents[3] / "shared" / "data" / "sst"

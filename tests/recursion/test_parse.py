@@ -10,7 +10,7 @@ import pytest
 import recursion
 from recursion import PTBParseError, Tree, parse_ptb, read_ptb
 from recursion.synth import chain_tree
-from scheduler.errors import InputError
+from edgert.errors import InputError
 
 SST = Path(__file__).resolve().parents[3] / "shared" / "data" / "sst"
 

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from edgert.testing.genmodels._nets import NAMES, NetSpec, TensorInfo, example_inputs, spec, weights
-from scheduler.errors import did_you_mean
+from edgert.errors import did_you_mean
 
 __all__ = ["FORMATS", "NAMES", "NetSpec", "TensorInfo", "build", "example_inputs", "save", "spec", "weights"]
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scheduler.errors import did_you_mean
+from edgert.errors import did_you_mean
 
 #: The CNN's convolutions as ``(out_channels, kernel, stride)``; padding is TF "SAME", ReLU after each.
 #: Sized so one run costs about 2 ms on one x86 core with onnxruntime (see the package docstring).
