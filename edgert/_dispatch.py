@@ -1,36 +1,95 @@
 """The dispatch core of the live runtime: the policy's decisions applied to the workers.
 
-:class:`Dispatcher` is the half of :class:`edgert.Runtime` that runs requests
-once they exist: it builds the policy's snapshot under the runtime's lock
-(``_schedule_locked``), hands work to the workers' threads or the caller's,
-runs a request (``_run``), folds its latency into the estimator, re-places it
-after an accelerator fault, and ends every request with exactly one terminal
-status. The runtime's ``__init__`` sets the state it works on: ``_lock``,
-``_idle``, ``_workers``, ``_by_name``, ``_pending``, ``_policy`` (named by
-``scheduler``), ``estimator``, ``_unmeasured``, ``_stats``, ``_records``,
-``_inflight``, ``_stopping`` and the clock ``now_ms()``.
+:class:`Dispatcher` runs requests once they exist: it builds the policy's
+snapshot under the lock (``_schedule_locked``), hands work to the workers'
+threads or the caller's, runs a request (``_run``), folds its latency into the
+estimator, re-places it after an accelerator fault, and ends every request with
+exactly one terminal status. It owns the state it works on — declared below and
+set by its own ``__init__`` — and the clock (:meth:`Dispatcher.now_ms`).
+:class:`edgert.Runtime` extends it with what creates requests: loading models,
+``submit``, frames, stats and closing.
 """
 
 from __future__ import annotations
 
 import math
+import threading
+import time
+from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 from edgert._result import DROPPED, FAILED, LATE, OK, Request, Result, outputs_dict
+from edgert._stats import ModelStats
 from edgert._worker import Worker
 from edgert.errors import EdgeRTError, InferenceError, RequestDropped
+from scheduler.estimator import LatencyEstimator
 from scheduler.timeline import RequestRecord
-from scheduler.types import Assignment, ProcessorView, SchedulerView
+from scheduler.types import Assignment, Policy, ProcessorView, SchedulerView
 
 #: After a runtime fault, an accelerator is kept out of placement this long before it is tried again (ms).
 REPROBE_MS = 2_000.0
+#: Finished requests kept for ``records()`` / timelines.
+RECORDS_KEPT = 200_000
 
 
 class Dispatcher:
-    """Applies the policy's decisions to the workers and ends every request once (see the module doc)."""
+    """Applies the policy's decisions to the workers and ends every request once (see the module doc).
+
+    Args:
+        policy: the policy object (``decide(view, now_ms)``).
+        estimator: the latency estimator the policy reads and every completed run updates.
+    """
+
+    _lock: threading.Lock                  #: guards every field below
+    _idle: threading.Condition             #: notified when nothing is in flight
+    _t0: float                             #: perf_counter() at start: the clock's zero
+    _policy: Policy
+    estimator: LatencyEstimator
+    _workers: list[Worker]
+    _by_name: dict[str, Worker]
+    _pending: dict[int, Request]           #: request id -> request awaiting a decision
+    _unmeasured: set[tuple[str, str]]      #: (model, processor) pairs seeded with no measurement
+    _stats: dict[str, ModelStats]          #: model name -> counters
+    _records: deque[RequestRecord]         #: the most recent RECORDS_KEPT finished requests
+    _inflight: int                         #: requests submitted and not yet terminal
+    _stopping: bool                        #: workers exit when their queue is empty
+
+    def __init__(self, policy: Policy, estimator: LatencyEstimator) -> None:
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._t0 = time.perf_counter()
+        self._policy = policy
+        self.estimator = estimator
+        self._workers = []
+        self._by_name = {}
+        self._pending = {}
+        self._unmeasured = set()
+        self._stats = {}
+        self._records = deque(maxlen=RECORDS_KEPT)
+        self._inflight = 0
+        self._stopping = False
+
+    def now_ms(self) -> float:
+        """The runtime clock: ms since the runtime started (monotonic)."""
+        return (time.perf_counter() - self._t0) * 1e3
+
+    @property
+    def scheduler(self) -> str:
+        """The policy's name."""
+        return getattr(self._policy, "name", type(self._policy).__name__)
+
+    def _start_workers(self, workers: list[Worker]) -> None:
+        """Adopt ``workers`` and start their threads (``capacity`` each)."""
+        self._workers = workers
+        self._by_name = {w.name: w for w in workers}
+        for w in workers:
+            for i in range(w.capacity):
+                t = threading.Thread(target=self._loop, args=(w,), name=f"edgert-{w.name}-{i}", daemon=True)
+                w.threads.append(t)
+                t.start()
 
     # -- scheduling ------------------------------------------------------------------------
     def _schedule_locked(self, now: float, done: list[tuple[Request, Result]],

@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -54,10 +53,6 @@ from scheduler.types import (
     RequestView,
 )
 
-#: Finished requests kept for ``records()`` / timelines.
-RECORDS_KEPT = 200_000
-
-
 #: The most a ``submit`` that woke an idle worker waits for that worker to start its request (ms), and
 #: the naps it takes meanwhile (s): each releases the GIL and the core; see ``Runtime._submit``.
 HANDOFF_WAIT_MS = 1.0
@@ -91,56 +86,33 @@ class Runtime(Dispatcher):
                  offload: str | None = None, trace: str | Path | None = None,
                  cpu_workers: int | None = None, *, warmup_runs: int = 3, alpha: float = 0.1,
                  profile: str | Path | DeviceProfile | None = None) -> None:
-        self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
-        self._t0 = time.perf_counter()
-        self._policy: Policy = scheduler if hasattr(scheduler, "decide") else make_policy(scheduler)  # type: ignore[arg-type]
-        self.estimator = LatencyEstimator(alpha)
+        policy: Policy = scheduler if hasattr(scheduler, "decide") else make_policy(scheduler)  # type: ignore[arg-type]
+        super().__init__(policy, LatencyEstimator(alpha))
         self._warmup_runs = warmup_runs
         self._profile = (profile if isinstance(profile, DeviceProfile) or profile is None
                          else DeviceProfile.load(profile))
         self._models: dict[str, LoadedModel] = {}
-        self._pending: dict[int, Request] = {}
-        self._stats: dict[str, ModelStats] = {}
-        self._records: deque[RequestRecord] = deque(maxlen=RECORDS_KEPT)
         self._frames: dict[int, Frame] = {}
-        self._unmeasured: set[tuple[str, str]] = set()
         self._next_id = 0
         self._next_frame = 0
-        self._inflight = 0
         self._closing = False
-        self._stopping = False
         self._trace = TraceWriter(trace) if trace is not None else None
         self._delegates = resolve_delegates(delegates)
-        self._workers = make_workers(self._delegates, cpu_workers, self._lock)
+        workers = make_workers(self._delegates, cpu_workers, self._lock)
         if offload not in (None, "off"):
             from edgert.offload._worker import make_cloud_worker  # noqa: PLC0415 - optional path
 
-            self._workers.append(make_cloud_worker(offload, self._lock, self))
-        if not self._workers:
+            workers.append(make_cloud_worker(offload, self._lock, self))
+        if not workers:
             raise ConfigError(f"no processor to run on: delegates={delegates!r} left no available delegate "
                               "(see `edgert devices`)")
-        self._by_name = {w.name: w for w in self._workers}
-        for w in self._workers:
-            for i in range(w.capacity):
-                t = threading.Thread(target=self._loop, args=(w,), name=f"edgert-{w.name}-{i}", daemon=True)
-                w.threads.append(t)
-                t.start()
+        self._start_workers(workers)
 
     # -- public API --------------------------------------------------------------------
     @property
     def processors(self) -> list[str]:
         """Worker names, e.g. ``['cpu0', 'cpu1', 'gpu']``."""
         return [w.name for w in self._workers]
-
-    @property
-    def scheduler(self) -> str:
-        """The policy's name."""
-        return getattr(self._policy, "name", type(self._policy).__name__)
-
-    def now_ms(self) -> float:
-        """The runtime clock: ms since the runtime started (monotonic)."""
-        return (time.perf_counter() - self._t0) * 1e3
 
     def load(self, source: Any, name: str | None = None, slo_ms: float | None = None, *,
              format: str | None = None, delegates: Sequence[str] | None = None,
