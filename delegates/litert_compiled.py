@@ -62,7 +62,7 @@ class CompiledSession(Session):
             for buf, spec, arr in zip(self._in_bufs, self.inputs, feeds):
                 buf.write(np.ascontiguousarray(arr, dtype=spec.dtype))
             self._model.run_by_index(0, self._in_bufs, self._out_bufs)
-            return [buf.read(int(np.prod(s.shape)), s.dtype).reshape(s.shape)
+            return [buf.read(int(np.prod(s.shape)), s.dtype)  # type: ignore[arg-type]  # output shapes are static.reshape(s.shape)
                     for buf, s in zip(self._out_bufs, self.outputs)]
         except Exception as exc:
             raise InferenceError(f"LiteRT CompiledModel failed running {self._label}: {exc}") from exc

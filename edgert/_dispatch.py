@@ -109,8 +109,8 @@ class Dispatcher:
         except Exception as exc:  # a policy bug must not lose requests
             err = InferenceError(f"scheduler {self.scheduler!r} raised {exc!r}")
             err.__cause__ = exc
-            for req in list(self._pending.values()):
-                self._fail_locked(req, err, now, done)
+            for stranded in list(self._pending.values()):
+                self._fail_locked(stranded, err, now, done)
             self._pending.clear()
             return
         for a in decisions:

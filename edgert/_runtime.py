@@ -86,7 +86,7 @@ class Runtime(Dispatcher):
                  offload: str | None = None, trace: str | Path | None = None,
                  cpu_workers: int | None = None, *, warmup_runs: int = 3, alpha: float = 0.1,
                  profile: str | Path | DeviceProfile | None = None) -> None:
-        policy: Policy = scheduler if hasattr(scheduler, "decide") else make_policy(scheduler)  # type: ignore[arg-type]
+        policy = make_policy(scheduler) if scheduler is None or isinstance(scheduler, str) else scheduler
         super().__init__(policy, LatencyEstimator(alpha))
         self._warmup_runs = warmup_runs
         self._profile = (profile if isinstance(profile, DeviceProfile) or profile is None
@@ -239,6 +239,7 @@ class Runtime(Dispatcher):
             inline = (w is not None and w.inline_ok and w.queue and w.queue[0] is req
                       and w.has_free_slot())
             if inline:
+                assert w is not None
                 w.queue.popleft()
                 w.running.append(req)
                 req.start_ms = now

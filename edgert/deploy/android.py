@@ -29,11 +29,26 @@ import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Literal
 
-from edgert.deploy.parsers import ParseError, benchmark_delegate_status, parse_benchmark_model, parse_getprop
+from edgert.deploy.parsers import (
+    ParseError,
+    benchmark_delegate_status,
+    parse_benchmark_model,
+    parse_getprop,
+)
 from edgert.deploy.profile_writer import build_profile, slug, write_profile
-from edgert.deploy.runner import Collector, CommandResult, DeployError, DeployResult, Measurement, Runner, StepFailed
+from edgert.deploy.runner import (
+    Collector,
+    CommandResult,
+    DeployError,
+    DeployResult,
+    Measurement,
+    Runner,
+    StepFailed,
+)
 from edgert.errors import ConfigError
 
 #: Where everything goes on the device (world-writable, exec allowed, survives reboots).
@@ -229,7 +244,7 @@ class AndroidDeployer:
             if platform_failure is not None:
                 self.collected.fail(path.processor, m.stem, platform_failure)
                 continue
-            ok = self.collected.attempt(path.processor, m.stem, lambda m=m: self._bench(path, m, device))
+            ok = self.collected.attempt(path.processor, m.stem, partial(self._bench, path, m, device))
             last = self.collected.failures[-1].reason if not ok else ""
             if not ok and path.delegate and any(k in last for k in _PLATFORM_LEVEL):
                 platform_failure = last
@@ -313,7 +328,7 @@ def _elf_abis(path: Path) -> tuple[str, ...] | None:
         head = fh.read(20)
     if len(head) < 20 or head[:4] != b"\x7fELF":
         return None
-    order = "little" if head[5] == 1 else "big"
+    order: Literal["little", "big"] = "little" if head[5] == 1 else "big"
     machine = int.from_bytes(head[18:20], order)
     return _ELF_MACHINES.get(machine, (f"e_machine 0x{machine:x}",))
 

@@ -26,11 +26,25 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-from edgert.deploy.parsers import L4TRelease, ParseError, parse_nv_tegra_release, parse_trtexec
+from edgert.deploy.parsers import (
+    L4TRelease,
+    ParseError,
+    parse_nv_tegra_release,
+    parse_trtexec,
+)
 from edgert.deploy.profile_writer import build_profile, slug, write_profile
-from edgert.deploy.runner import Collector, CommandResult, DeployError, DeployResult, Measurement, Runner, StepFailed
+from edgert.deploy.runner import (
+    Collector,
+    CommandResult,
+    DeployError,
+    DeployResult,
+    Measurement,
+    Runner,
+    StepFailed,
+)
 from edgert.errors import ConfigError
 
 #: Remote directory, relative to the login's home (ssh and scp both start there).
@@ -156,7 +170,7 @@ class JetsonDeployer:
             self.r.note_local(f"write {cfg}: {json.dumps(config)}")
         else:
             cfg.write_text(json.dumps(config, indent=2) + "\n")
-        files: list[str | Path] = [cfg] + ([wheel] if wheel else [])
+        files: list[str | Path] = [cfg, *([wheel] if wheel else [])]
         res = self._scp(files, f"{REMOTE_DIR}/")
         if res is not None and res.returncode != 0:
             self.collected.fail("bundle", None, f"could not copy config/wheel: {res.last_line()}")
@@ -197,7 +211,7 @@ class JetsonDeployer:
                     continue
                 box: list[str | None] = [None]
                 ok = self.collected.attempt(path.processor, m.stem,
-                                            lambda m=m, path=path, box=box: self._trtexec(path, m, device, box))
+                                            partial(self._trtexec, path, m, device, box))
                 version = version or box[0]
                 reason = "" if ok else self.collected.failures[-1].reason
                 if not ok and path.processor.startswith("dla") and any(k in reason for k in _PLATFORM_LEVEL):

@@ -7,6 +7,7 @@ worker (:mod:`edgert.offload.server`).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -79,7 +80,7 @@ def parse_broker_url(url: str) -> CloudConfig:
                       password=unquote(parts.password) if parts.password else os.environ.get("EDGERT_MQTT_PASSWORD"),
                       tls=tls)
     fields: dict[str, Any] = {}
-    conv = {"ca": str, "cert": str, "key": str, "prefix": str, "insecure": _flag, "capacity": int,
+    conv: dict[str, Callable[[str], Any]] = {"ca": str, "cert": str, "key": str, "prefix": str, "insecure": _flag, "capacity": int,
             "timeout_ms": float, "max_payload": int, "qos": int}
     for k, vals in parse_qs(parts.query, keep_blank_values=True).items():
         if k not in conv:

@@ -88,7 +88,7 @@ class MqttLink:
                       cert_reqs=ssl.CERT_NONE if cfg.insecure else ssl.CERT_REQUIRED)
             if cfg.insecure:
                 c.tls_insecure_set(True)
-        c.reconnect_delay_set(0.05, 5)  # type: ignore[arg-type] - paho takes float seconds
+        c.reconnect_delay_set(0.05, 5)  # type: ignore[arg-type]  # paho takes float seconds
         c.max_inflight_messages_set(max(20, 4 * cfg.capacity))
         c.on_socket_open = _nodelay
         c.on_connect = self._on_connect

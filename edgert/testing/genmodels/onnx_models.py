@@ -9,6 +9,8 @@ inside the graph.
 
 from __future__ import annotations
 
+from typing import Any
+
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,7 +40,7 @@ class _G:
         self.inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
         return name
 
-    def node(self, op: str, inputs: list[str], out: str | None = None, **attrs: object) -> str:
+    def node(self, op: str, inputs: list[str], out: str | None = None, **attrs: Any) -> str:
         self._n += 1
         out = out or f"{op.lower()}_{self._n}"
         self.nodes.append(helper.make_node(op, inputs, [out], name=f"{op}_{self._n}", **attrs))
