@@ -1,7 +1,7 @@
 """``edgert cloud serve``: start a cloud worker (see :mod:`edgert.offload.server`).
 
 Wired into ``edgert/cli/`` with ``register(sub)``. Errors print one line on
-stderr and exit with status 2. Also runnable as ``python -m edgert.offload.server serve …``.
+stderr and exit with status 2. Also runnable as ``python -m edgert.cli cloud serve …``.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Stand-alone entry (``python -m edgert.offload.server serve …``)."""
+    """Stand-alone entry: ``main(["serve", ...])`` (the same flags as ``edgert cloud serve``)."""
     parser = argparse.ArgumentParser(prog="edgert")
     sub = parser.add_subparsers(dest="command")
     register(sub)

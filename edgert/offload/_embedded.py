@@ -47,7 +47,7 @@ class EmbeddedCloud:
             self.url = f"mqtt://127.0.0.1:{self.port}"
             self._log = open(self.dir / "worker.log", "wb")  # noqa: SIM115 - closed in close()
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "edgert.offload.server", "serve", "--broker", self.url, "--models",
+                [sys.executable, "-m", "edgert.cli", "cloud", "serve", "--broker", self.url, "--models",
                  str(self.dir / "models"), "--group", "", "--slots", str(slots), "--drain-s", "5"],
                 stdout=self._log, stderr=subprocess.STDOUT)
         except BaseException:

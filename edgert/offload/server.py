@@ -345,10 +345,3 @@ def serve_forever(cfg: CloudConfig, models: str | Path, *, group: str = DEFAULT_
         server.close()
     return server.stats
 
-
-if __name__ == "__main__":  # `python -m edgert.offload.server …`: the same flags as `edgert cloud serve`
-    import sys
-
-    from edgert.cli._cloud import main as _main
-
-    sys.exit(_main(sys.argv[1:]))

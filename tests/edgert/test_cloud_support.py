@@ -96,7 +96,7 @@ class WorkerProc:
         self._fh = open(log, "ab")  # noqa: SIM115
         self._seen = log.stat().st_size
         env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-        self.proc = subprocess.Popen([sys.executable, "-m", "edgert.offload.server", "serve", "--broker", url,
+        self.proc = subprocess.Popen([sys.executable, "-m", "edgert.cli", "cloud", "serve", "--broker", url,
                                       "--models", str(models), "-v", *extra],
                                      stdout=self._fh, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
 
