@@ -292,6 +292,27 @@ def tegrastats_power_mw(samples: list[dict[str, float]]) -> tuple[str, list[floa
     return "sum of " + "+".join(names), [sum(s.values()) for s in samples]
 
 
+def tegrastats_energy_mj(text: str, qps: float, duration_s: float, interval_ms: float) -> tuple[float, str]:
+    """Energy per inference (mJ) from a tegrastats log of one trtexec run, and how it was taken.
+
+    The timed runs are the last ``duration_s`` of the run, so the samples of
+    that window (less the last two, taken after trtexec ended, and a tenth at
+    each edge) give the mean module power; mW / qps = mJ per inference.
+
+    Raises:
+        ParseError: the log has no power rails.
+    """
+    samples = parse_tegrastats(text)
+    window = int(duration_s * 1000 / interval_ms)
+    timed = samples[-window - 2:-2] if len(samples) > window + 2 else samples[1:-1] or samples
+    timed = timed[len(timed) // 10: len(timed) - len(timed) // 10] or timed
+    rail, mw = tegrastats_power_mw(timed)
+    mean_mw = sum(mw) / len(mw)
+    how = (f"tegrastats --interval {interval_ms:g} during the trtexec run: mean {rail} {mean_mw:.0f} mW over "
+           f"{len(mw)} samples of the timed window / throughput {qps:g} qps (gross: includes the board's idle power)")
+    return mean_mw / qps, how
+
+
 def parse_fuel_gauge(text: str) -> tuple[float, float]:
     """``cat current_now voltage_now`` (uA, uV) -> (|current| A, voltage V); the sign of current varies by vendor.
 

@@ -64,3 +64,38 @@ def test_android_without_a_readable_gauge_writes_latency_only(setup: dict[str, A
     assert cli(android_argv(setup)) == 0
     prof = DeviceProfile.load(setup["out"])
     assert prof.energy_mj == {} and prof.latency_ms["cnn"]["cpu"] == pytest.approx(18.2346)
+
+
+# -- Jetson: tegrastats around each trtexec run ------------------------------------------------------
+
+POWER_MW = {"gpu": 9100, "dla0": 6300, "dla1": 6350}
+
+
+def test_jetson_writes_energy_per_inference_from_tegrastats(tmp_path, monkeypatch) -> None:
+    from tests.edgert.test_deploy_jetson import LAT_MS, jetson_argv
+    from tests.edgert.test_deploy_jetson import cli as jcli
+    from tests.edgert.test_deploy_jetson import setup as jsetup
+    s = jsetup.__wrapped__(tmp_path, monkeypatch)
+    log = s["install"](power_mw=POWER_MW)
+    assert jcli(jetson_argv(s)) == 0
+    prof = DeviceProfile.load(s["out"])
+    for model, row in LAT_MS.items():
+        for proc, ms in row.items():
+            # the doubles' trtexec prints Throughput = 1000 / ms qps: mW / qps = mW x ms / 1000 mJ
+            assert prof.energy_mj[model][proc] == pytest.approx(POWER_MW[proc] * ms / 1000, rel=1e-4)
+            src = prof.sources[f"energy_mj/{model}/{proc}"]
+            assert "tegrastats" in src and "VDD_IN" in src and "40 samples" in src
+    ssh = [c["argv"][-1] for c in read_calls(log) if c["tool"] == "ssh"]
+    assert sum(cmd.startswith("tegrastats --start") for cmd in ssh) == 6
+    assert sum(cmd == "tegrastats --stop" for cmd in ssh) == 6
+
+
+def test_jetson_without_tegrastats_writes_latency_only(tmp_path, monkeypatch) -> None:
+    from tests.edgert.test_deploy_jetson import jetson_argv
+    from tests.edgert.test_deploy_jetson import cli as jcli
+    from tests.edgert.test_deploy_jetson import setup as jsetup
+    s = jsetup.__wrapped__(tmp_path, monkeypatch)
+    s["install"]()
+    assert jcli(jetson_argv(s)) == 0
+    prof = DeviceProfile.load(s["out"])
+    assert prof.energy_mj == {} and prof.latency_ms["cnn"]["gpu"] == pytest.approx(1.873)
