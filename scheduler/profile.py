@@ -8,7 +8,9 @@ JSON shape::
       "processors": [{"name": "cpu0", "kind": "cpu"}, {"name": "gpu", "kind": "gpu"}],
       "latency_ms": {"hand": {"cpu0": 9.1, "gpu": 3.2}},
       "latency_p90_ms": {"hand": {"cpu0": 9.8}},                  # optional
-      "energy_mj": {"hand": {"gpu": 4.0}},                        # optional
+      "energy_mj": {"hand": {"gpu": 4.0}},                        # optional, mJ per inference
+      "power": {"processors": {"gpu": {"active_w": 3.0, "idle_w": 0.1}}},  # optional (scheduler.power)
+      "thermal": {"capacitance_j_per_k": 180, "resistance_k_per_w": 5, ...},  # optional (scheduler.power)
       "cloud": {"rtt_ms": 20.0, "uplink_mbps": 50.0, "downlink_mbps": 100.0,
                 "latency_ms": {"hand": 1.5},
                 "input_bytes": {"hand": 150528}, "output_bytes": {"hand": 252}},  # optional
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.errors import TraceError
+from scheduler.power import PowerSpec, ThermalSpec, check_energy_table, parse_power, parse_thermal
 from scheduler.types import PROCESSOR_KINDS
 
 
@@ -73,6 +76,8 @@ class DeviceProfile:
     latency_p90_ms: dict[str, dict[str, float]] = field(default_factory=dict)
     energy_mj: dict[str, dict[str, float]] = field(default_factory=dict)
     cloud: CloudSpec | None = None
+    power: PowerSpec | None = None
+    thermal: ThermalSpec | None = None
 
     @property
     def models(self) -> list[str]:
@@ -101,6 +106,10 @@ class DeviceProfile:
                 "input_bytes": c.input_bytes,
                 "output_bytes": c.output_bytes,
             }
+        if self.power is not None:
+            out["power"] = self.power.to_json()
+        if self.thermal is not None:
+            out["thermal"] = self.thermal.to_json()
         out["sources"] = self.sources
         return out
 
@@ -148,7 +157,7 @@ class DeviceProfile:
                 )
             except (KeyError, TypeError, ValueError) as exc:
                 raise bad(f"cloud section is malformed ({exc}); needs rtt_ms, uplink_mbps, latency_ms") from exc
-        return cls(
+        prof = cls(
             name=str(obj.get("name", Path(origin).stem)),
             description=str(obj.get("description", "")),
             processors=procs,
@@ -158,6 +167,8 @@ class DeviceProfile:
             cloud=cloud,
             sources={str(k): str(v) for k, v in obj.get("sources", {}).items()},
         )
+        _attach_power(prof, obj, bad)
+        return prof
 
     @classmethod
     def load(cls, path: str | Path) -> DeviceProfile:
@@ -170,6 +181,16 @@ class DeviceProfile:
         except json.JSONDecodeError as exc:
             raise TraceError(f"{p}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
         return cls.from_json(obj, origin=str(p))
+
+
+def _attach_power(prof: DeviceProfile, obj: dict[str, Any], bad: Any) -> None:
+    """Parse the optional ``power``/``thermal`` sections and check ``energy_mj`` (scheduler.power)."""
+    names = [p.name for p in prof.processors]
+    check_energy_table(prof.energy_mj, names, bad)
+    if obj.get("power") is not None:
+        prof.power = parse_power(obj["power"], names, bad)
+    if obj.get("thermal") is not None:
+        prof.thermal = parse_thermal(obj["thermal"], names, bad)
 
 
 def _table(obj: Any, field_name: str, bad: Any) -> dict[str, dict[str, float]]:

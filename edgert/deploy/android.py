@@ -17,6 +17,12 @@ Steps (each printed, and none run, with ``dry_run``):
 5. Parse "Inference timings in us: ... Inference (avg): ..." and check that the
    path's delegate was really applied (``benchmark_model`` silently falls back
    to the CPU when it cannot create one), then write the device profile.
+6. Around each run, ``cat`` the battery fuel gauge (``current_now`` uA,
+   ``voltage_now`` uV under :data:`FUEL_GAUGE`) right before and right after:
+   energy per inference is estimated as (P_after - P_before) x Inference (avg)
+   and written to ``energy_mj`` with that method in ``sources``. The gauge
+   averages over its own window, so this is an estimate of the run's extra
+   power; a device without the files, or with no rise, gets no energy figure.
 
 A failing path (a delegate the device lacks, a model a delegate rejects) is
 recorded with its reason and the other paths still run.
@@ -33,12 +39,8 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
-from edgert.deploy.parsers import (
-    ParseError,
-    benchmark_delegate_status,
-    parse_benchmark_model,
-    parse_getprop,
-)
+from edgert.deploy.parsers import (ParseError, benchmark_delegate_status, parse_benchmark_model, parse_fuel_gauge,
+                                   parse_getprop)
 from edgert.deploy.profile_writer import build_profile, slug, write_profile
 from edgert.deploy.runner import (
     Collector,
@@ -55,6 +57,8 @@ from edgert.errors import ConfigError
 DEVICE_DIR = "/data/local/tmp/edgert"
 #: Library name patterns pushed from beside the benchmark binary.
 DELEGATE_LIB_GLOBS: tuple[str, ...] = ("libhexagon_*.so", "libQnn*.so")
+#: The battery fuel gauge files (uA, uV) read around each run.
+FUEL_GAUGE = ("/sys/class/power_supply/battery/current_now", "/sys/class/power_supply/battery/voltage_now")
 #: Benchmark run counts passed to every run (``benchmark_model`` runs at least this many).
 WARMUP_RUNS, NUM_RUNS = 5, 50
 
@@ -252,9 +256,12 @@ class AndroidDeployer:
     def _bench(self, path: AndroidPath, model: Path, device: str) -> Measurement | None:
         argv = [*path.env, f"{DEVICE_DIR}/benchmark_model", f"--graph={DEVICE_DIR}/{model.name}", *path.flags,
                 f"--warmup_runs={WARMUP_RUNS}", f"--num_runs={NUM_RUNS}"]
+        before = self._gauge()
         res = self._shell(argv)
         if res is None:
+            self._gauge()
             return None
+        after = self._gauge()
         status = benchmark_delegate_status(res.output, path.delegate) if path.delegate else None
         try:
             t = parse_benchmark_model(res.output)
@@ -270,8 +277,21 @@ class AndroidDeployer:
         runs = f" over {t.runs} runs" if t.runs else ""
         src = (f"measured on {device} with benchmark_model {' '.join(path.flags)}: "
                f"Inference (avg){runs} = {t.inference_avg_ms * 1e3:g} us ({how})")
-        self.r.say(f"  {path.processor:8s} {model.stem}: {t.inference_avg_ms:.3f} ms")
-        return Measurement(model.stem, path.processor, path.kind, t.inference_avg_ms, src)
+        mj, how = _gauge_energy(before, after, t.inference_avg_ms)
+        self.r.say(f"  {path.processor:8s} {model.stem}: {t.inference_avg_ms:.3f} ms"
+                   + (f", ~{mj:.3f} mJ" if mj is not None else ""))
+        return Measurement(model.stem, path.processor, path.kind, t.inference_avg_ms, src,
+                           energy_mj=mj, energy_source=f"estimated on {device}: {how}" if mj is not None else "")
+
+    def _gauge(self) -> tuple[float, float] | None:
+        """The fuel gauge now: (|current| A, voltage V); None in a dry run or when it cannot be read."""
+        res = self._shell(["cat", *FUEL_GAUGE])
+        if res is None or res.returncode != 0:
+            return None
+        try:
+            return parse_fuel_gauge(res.stdout)
+        except ParseError:
+            return None
 
     def run(self, output: str | Path) -> DeployResult:
         """Check, push, profile every path, write the profile to ``output`` (not in a dry run).
@@ -305,6 +325,20 @@ class AndroidDeployer:
         profile = build_profile(name, f"measured over adb on {device}", self.collected, sources)
         out = write_profile(profile, output)
         return DeployResult(profile, self.collected, out, commands)
+
+
+def _gauge_energy(before: tuple[float, float] | None, after: tuple[float, float] | None,
+                  latency_ms: float) -> tuple[float | None, str]:
+    """Energy per inference (mJ) from fuel-gauge reads before/after a run: (P_after - P_before) W x latency ms."""
+    if before is None or after is None:
+        return None, ""
+    p0, p1 = before[0] * before[1], after[0] * after[1]
+    if p1 <= p0:
+        return None, ""
+    how = (f"battery fuel gauge (current_now x voltage_now) read right before ({p0:.3f} W) and right after "
+           f"({p1:.3f} W) the run; (P_after - P_before) x Inference (avg) {latency_ms:g} ms. The gauge averages "
+           "over its own window, so this is an estimate of the run's extra power")
+    return (p1 - p0) * latency_ms, how
 
 
 def describe_device(props: dict[str, str], serial: str) -> str:

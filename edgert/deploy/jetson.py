@@ -10,6 +10,11 @@ with ``BatchMode=yes`` (key authentication, never a password prompt):
    ``--useDLACore=N --allowGPUFallback`` on DLA cores 0 and 1, saving each engine
    under ``~/edgert/engines/``; parse "GPU Compute Time: ... median = ..."
    (the profile's number) and ``percentile(90%)``.
+   Around each run ``tegrastats --start --interval 100 --logfile ...`` and
+   ``tegrastats --stop`` sample the power rails; the samples of the timed
+   window (the last ``--duration`` seconds, trimmed at both ends) give the mean
+   module power, and energy per inference = mean mW / trtexec's throughput
+   (qps), written to ``energy_mj`` (gross: it includes the board's idle power).
 4. Optionally create ``~/edgert/venv`` (``--system-site-packages`` so JetPack's
    TensorRT and CUDA Python packages stay visible), install the wheel, and
    install a systemd unit that runs an app from it.
@@ -29,12 +34,8 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from edgert.deploy.parsers import (
-    L4TRelease,
-    ParseError,
-    parse_nv_tegra_release,
-    parse_trtexec,
-)
+from edgert.deploy.parsers import (L4TRelease, ParseError, parse_nv_tegra_release, parse_trtexec,
+                                   tegrastats_energy_mj)
 from edgert.deploy.profile_writer import build_profile, slug, write_profile
 from edgert.deploy.runner import (
     Collector,
@@ -56,6 +57,9 @@ SERVICE_NAME = "edgert-app.service"
 SSH_OPTIONS: tuple[str, ...] = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=15")
 #: trtexec timing flags used on every path (ms of warm-up, seconds of timed runs).
 TIMING_FLAGS: tuple[str, ...] = ("--warmUp=500", "--duration=5")
+#: tegrastats sampling interval (ms) and where its logs go.
+TEGRASTATS_INTERVAL_MS = 100
+TEGRASTATS = "tegrastats"
 #: Failure texts that mean the DLA core does not exist: skip that core's other models.
 _PLATFORM_LEVEL = ("not available", "DLA cores", "no DLA", "DLA core")
 
@@ -149,7 +153,7 @@ class JetsonDeployer:
         Raises:
             DeployError: the models could not be copied (nothing can be profiled).
         """
-        res = self._ssh(["mkdir", "-p", f"{REMOTE_DIR}/models", f"{REMOTE_DIR}/engines"])
+        res = self._ssh(["mkdir", "-p", f"{REMOTE_DIR}/models", f"{REMOTE_DIR}/engines", f"{REMOTE_DIR}/power"])
         if res is not None and res.returncode != 0:
             raise DeployError(f"cannot create ~/{REMOTE_DIR} on {self.host}: {res.last_line()}")
         res = self._scp(self.models, f"{REMOTE_DIR}/models/")
@@ -222,8 +226,12 @@ class JetsonDeployer:
         engine = f"{REMOTE_DIR}/engines/{model.stem}.{path.processor}.engine"
         argv = [self.trtexec, f"--onnx={REMOTE_DIR}/models/{model.name}", *path.flags, *TIMING_FLAGS,
                 f"--saveEngine={engine}"]
+        plog = f"{REMOTE_DIR}/power/{model.stem}.{path.processor}.log"
+        started = self._ssh([TEGRASTATS, "--start", "--interval", str(TEGRASTATS_INTERVAL_MS), "--logfile", plog])
         res = self._ssh(argv)
+        self._ssh([TEGRASTATS, "--stop"])
         if res is None:
+            self._ssh(["cat", plog])
             return None
         if res.returncode == 255:
             raise DeployError(f"lost the ssh connection to {self.host}: {res.last_line()}")
@@ -236,8 +244,24 @@ class JetsonDeployer:
         src = (f"measured on {device} with trtexec ({t.tensorrt_version or 'TensorRT version not printed'}) "
                f"{' '.join(path.flags + TIMING_FLAGS)}: GPU Compute Time median {t.median_ms:g} ms "
                f"(mean {t.mean_ms:g}{p90})")
-        self.r.say(f"  {path.processor:5s} {model.stem}: {t.median_ms:.3f} ms")
-        return Measurement(model.stem, path.processor, path.kind, t.median_ms, src, t.p90_ms)
+        mj, how = (None, "")
+        if started is not None and started.returncode == 0 and t.throughput_qps:
+            mj, how = self._energy(plog, t.throughput_qps, device)
+        self.r.say(f"  {path.processor:5s} {model.stem}: {t.median_ms:.3f} ms"
+                   + (f", {mj:.3f} mJ" if mj is not None else ""))
+        return Measurement(model.stem, path.processor, path.kind, t.median_ms, src, t.p90_ms, mj, how)
+
+    def _energy(self, plog: str, qps: float, device: str) -> tuple[float | None, str]:
+        """Energy per inference (mJ) and how, from the tegrastats log of one run (None if unreadable)."""
+        res = self._ssh(["cat", plog])
+        if res is None or res.returncode != 0:
+            return None, ""
+        duration_s = float(next(f.split("=")[1] for f in TIMING_FLAGS if f.startswith("--duration=")))
+        try:
+            mj, how = tegrastats_energy_mj(res.stdout, qps, duration_s, TEGRASTATS_INTERVAL_MS)
+        except ParseError:
+            return None, ""
+        return mj, f"measured on {device} with {how}"
 
     def setup_venv(self, wheel: str | None) -> None:
         """Create ``~/edgert/venv`` and install the wheel there; failures are collected."""

@@ -16,6 +16,10 @@
 * NVIDIA's ``trtexec``: ``GPU Compute Time: min = 0.80 ms, max = 4.93 ms,
   mean = 0.82 ms, median = 0.81 ms, percentile(90%) = 0.81 ms, ...`` and the
   ``&&&& RUNNING|PASSED|FAILED TensorRT.trtexec [TensorRT v8502]`` banner.
+* NVIDIA's ``tegrastats`` power rails: ``VDD_GPU_SOC 3982mW/3982mW`` (Orin) or
+  ``POM_5V_IN 2000/2000`` (Nano, TX2, Xavier): current/average mW per rail and line.
+* The Android battery fuel gauge, ``/sys/class/power_supply/battery/current_now``
+  (uA) and ``voltage_now`` (uV): one integer per file.
 * ``adb shell getprop`` (``[key]: [value]`` lines) and ``/etc/nv_tegra_release``
   (``# R35 (release), REVISION: 4.1, GCID: ..., BOARD: t186ref, ...``).
 
@@ -175,6 +179,7 @@ class TrtexecTimings:
     median_ms: float
     percentiles_ms: dict[float, float]
     tensorrt_version: str | None = None
+    throughput_qps: float | None = None
 
     @property
     def p90_ms(self) -> float | None:
@@ -187,6 +192,7 @@ _TRT_GPU = re.compile(
     rf"\s*median = (?P<median>{_NUM}) ms(?P<rest>[^\n]*)"
 )
 _TRT_PCT = re.compile(rf"percentile\((?P<p>{_NUM})%\) = (?P<v>{_NUM}) ms")
+_TRT_QPS = re.compile(rf"Throughput:\s*(?P<qps>{_NUM}) qps")
 _TRT_BANNER = re.compile(r"&&&& (?:RUNNING|PASSED|FAILED) TensorRT\.trtexec \[TensorRT (v[\w.]+)\]")
 
 
@@ -207,8 +213,11 @@ def parse_trtexec(text: str) -> TrtexecTimings:
         raise ParseError("trtexec printed no 'GPU Compute Time: min = ...' line"
                          + _last_error_hint(text, ("Error", "error", "FAILED")))
     pct = {float(p["p"]): float(p["v"]) for p in _TRT_PCT.finditer(m["rest"])}
+    qps = None
+    for q in _TRT_QPS.finditer(text):
+        qps = float(q["qps"])
     return TrtexecTimings(float(m["min"]), float(m["max"]), float(m["mean"]), float(m["median"]), pct,
-                          trtexec_version(text))
+                          trtexec_version(text), qps)
 
 
 def trtexec_version(text: str) -> str | None:
@@ -248,3 +257,69 @@ def parse_nv_tegra_release(text: str) -> L4TRelease:
         raise ParseError(f"not an L4T release line (expected '# R35 (release), REVISION: 4.1, ...'): {text.strip()[:80]!r}")
     b = re.search(r"BOARD:\s*([\w.-]+)", m["rest"])
     return L4TRelease(m[1], m[2], b[1] if b else None, m[0].strip())
+
+
+#: tegrastats rails that measure the whole module's input, in order of preference.
+TEGRA_INPUT_RAILS: tuple[str, ...] = ("VDD_IN", "POM_5V_IN")
+_RAIL = re.compile(r"\b([A-Z][A-Z0-9_]*) (\d+)(?:mW)?/(\d+)(?:mW)?(?![\w])")
+
+
+def parse_tegrastats(text: str) -> list[dict[str, float]]:
+    """Per ``tegrastats`` line, the current power (mW) of every rail it prints; lines without rails are skipped."""
+    out = []
+    for line in text.splitlines():
+        rails = {name: float(cur) for name, cur, _avg in _RAIL.findall(line) if name not in ("RAM", "SWAP", "IRAM")}
+        if rails:
+            out.append(rails)
+    return out
+
+
+def tegrastats_power_mw(samples: list[dict[str, float]]) -> tuple[str, list[float]]:
+    """The module power per sample (mW) and how it was taken.
+
+    The input rail (``VDD_IN`` on Orin Nano/NX, ``POM_5V_IN`` on Nano/TX2/Xavier)
+    when printed, else the sum of all rails (AGX Orin prints no input rail).
+
+    Raises:
+        ParseError: no sample has any rail.
+    """
+    if not samples:
+        raise ParseError("tegrastats printed no power rails (expected e.g. 'VDD_IN 5123mW/5001mW')")
+    for rail in TEGRA_INPUT_RAILS:
+        if all(rail in s for s in samples):
+            return rail, [s[rail] for s in samples]
+    names = sorted(samples[0])
+    return "sum of " + "+".join(names), [sum(s.values()) for s in samples]
+
+
+def tegrastats_energy_mj(text: str, qps: float, duration_s: float, interval_ms: float) -> tuple[float, str]:
+    """Energy per inference (mJ) from a tegrastats log of one trtexec run, and how it was taken.
+
+    The timed runs are the last ``duration_s`` of the run, so the samples of
+    that window (less the last two, taken after trtexec ended, and a tenth at
+    each edge) give the mean module power; mW / qps = mJ per inference.
+
+    Raises:
+        ParseError: the log has no power rails.
+    """
+    samples = parse_tegrastats(text)
+    window = int(duration_s * 1000 / interval_ms)
+    timed = samples[-window - 2:-2] if len(samples) > window + 2 else samples[1:-1] or samples
+    timed = timed[len(timed) // 10: len(timed) - len(timed) // 10] or timed
+    rail, mw = tegrastats_power_mw(timed)
+    mean_mw = sum(mw) / len(mw)
+    how = (f"tegrastats --interval {interval_ms:g} during the trtexec run: mean {rail} {mean_mw:.0f} mW over "
+           f"{len(mw)} samples of the timed window / throughput {qps:g} qps (gross: includes the board's idle power)")
+    return mean_mw / qps, how
+
+
+def parse_fuel_gauge(text: str) -> tuple[float, float]:
+    """``cat current_now voltage_now`` (uA, uV) -> (|current| A, voltage V); the sign of current varies by vendor.
+
+    Raises:
+        ParseError: not two integers.
+    """
+    nums = re.findall(r"^\s*(-?\d+)\s*$", text, flags=re.MULTILINE)
+    if len(nums) != 2:
+        raise ParseError(f"expected current_now (uA) and voltage_now (uV), one integer each; got {text.strip()[:80]!r}")
+    return abs(int(nums[0])) / 1e6, int(nums[1]) / 1e6

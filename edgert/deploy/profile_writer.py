@@ -2,7 +2,8 @@
 
 The profile is a :class:`scheduler.profile.DeviceProfile`: one processor per
 path that produced at least one number, ``latency_ms[model][processor]``,
-``latency_p90_ms`` where the tool printed a 90th percentile, and ``sources``
+``latency_p90_ms`` where the tool printed a 90th percentile, ``energy_mj``
+where the deployer sampled power during the run, and ``sources``
 naming the device, the tool and its version, and how every number was taken.
 Paths that failed are listed under ``sources["unmeasured/<model>/<processor>"]``
 so a reader sees what is missing and why.
@@ -34,6 +35,7 @@ def build_profile(name: str, description: str, collected: Collector,
     procs: dict[str, str] = {}
     latency: dict[str, dict[str, float]] = {}
     p90: dict[str, dict[str, float]] = {}
+    energy: dict[str, dict[str, float]] = {}
     src: dict[str, str] = dict(sources)
     for m in collected.measurements:
         procs.setdefault(m.processor, m.kind)
@@ -41,6 +43,9 @@ def build_profile(name: str, description: str, collected: Collector,
         if m.p90_ms is not None:
             p90.setdefault(m.model, {})[m.processor] = round(m.p90_ms, 6)
         src[f"latency_ms/{m.model}/{m.processor}"] = m.source
+        if m.energy_mj is not None and m.energy_mj > 0:
+            energy.setdefault(m.model, {})[m.processor] = round(m.energy_mj, 6)
+            src[f"energy_mj/{m.model}/{m.processor}"] = m.energy_source
     for f in collected.failures:
         src[f"unmeasured/{f.model or '*'}/{f.processor}"] = f.reason
     return DeviceProfile(
@@ -49,6 +54,7 @@ def build_profile(name: str, description: str, collected: Collector,
         processors=[ProcessorSpec(n, k) for n, k in procs.items()],
         latency_ms=latency,
         latency_p90_ms=p90,
+        energy_mj=energy,
         sources=src,
     )
 

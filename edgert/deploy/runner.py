@@ -110,7 +110,8 @@ def _install_hint(program: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Measurement:
-    """One measured latency: ``model`` on ``processor`` (a ``kind`` of DESIGN §3), in ms, and how."""
+    """One measured latency: ``model`` on ``processor`` (a ``kind`` of DESIGN §3), in ms, and how;
+    ``energy_mj`` per inference (mJ) and how, when the power was sampled."""
 
     model: str
     processor: str
@@ -118,6 +119,8 @@ class Measurement:
     latency_ms: float
     source: str
     p90_ms: float | None = None
+    energy_mj: float | None = None
+    energy_source: str = ""
 
 
 @dataclass(frozen=True, slots=True)

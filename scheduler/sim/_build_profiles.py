@@ -32,6 +32,8 @@ import json
 import statistics
 from pathlib import Path
 
+from scheduler.sim._build_power import power_and_thermal
+
 OUT = Path(__file__).resolve().parent.parent / "profiles"
 SRC_FILE = "published_latencies.md"
 AIHUB = f"published: {SRC_FILE}, Qualcomm AI Hub perf.yaml 2025-09 (fp16, TFLite, whole model on NPU)"
@@ -223,8 +225,10 @@ def build() -> None:
             "processors": [{"name": k, "kind": k} for k in kinds],
             "latency_ms": {t: dict(sorted(lat[t].items())) for t in TASKS},
             "cloud": cl,
-            "sources": {"file": f"../shared/data/{SRC_FILE}", **dict(sorted(src.items())), **cl_src},
         }
+        power, thermal, pw_src = power_and_thermal(name)
+        obj.update(power=power, thermal=thermal)
+        obj["sources"] = {"file": f"../shared/data/{SRC_FILE}", **dict(sorted(src.items())), **cl_src, **pw_src}
         (OUT / f"{name}.json").write_text(json.dumps(obj, indent=2) + "\n")
 
 

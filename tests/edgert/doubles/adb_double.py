@@ -6,9 +6,13 @@ fake device described in the ``android`` section of ``EDGERT_DOUBLE_CONFIG``:
 ``serial``, ``state`` (device | unauthorized | offline | absent), ``root`` (a
 directory standing for the device filesystem), ``props`` (getprop), ``lacks``
 (processor paths whose delegate the device cannot create), ``latency_us``
-(``{model: {path: us}}``), optional ``partial`` (``{model: {path: kernels}}``) and
-``lose_after_pushes`` (the device disappears after that many pushes).
-``shell`` runs ``getprop``, ``mkdir -p``, ``chmod``, ``ls`` and TensorFlow Lite's
+(``{model: {path: us}}``), optional ``partial`` (``{model: {path: kernels}}``),
+``lose_after_pushes`` (the device disappears after that many pushes) and
+``battery`` (``voltage_uv``, ``idle_ua``, ``load_ua``: ``{path: uA}``), the fuel
+gauge: ``cat current_now voltage_now`` prints the path's load current right
+after a benchmark_model run of that path, the idle current otherwise, one
+integer per line as sysfs does (negative while discharging, as on Pixels).
+``shell`` runs ``getprop``, ``mkdir -p``, ``chmod``, ``ls``, ``cat`` and TensorFlow Lite's
 ``benchmark_model``, whose output follows the real tool's format
 (tensorflow/lite/tools/benchmark: benchmark_model.cc, benchmark_tflite_model.cc).
 """
@@ -114,6 +118,8 @@ def shell(dev: dict, root: Path, argv: list[str]) -> int:
             fail(f"ls: {argv[-1]}: No such file or directory")
         print("\n".join(sorted(p.name for p in d.iterdir() if not p.name.endswith(".exec"))))
         return 0
+    if prog == "cat":
+        return cat(dev, root, argv[1:])
     if prog.endswith("benchmark_model"):
         exe = mapped(root, prog)
         if not exe.exists():
@@ -123,6 +129,28 @@ def shell(dev: dict, root: Path, argv: list[str]) -> int:
         return benchmark_model(dev, root, argv[1:], env)
     fail(f"/system/bin/sh: {prog}: inaccessible or not found", 127)
     return 127
+
+
+def cat(dev: dict, root: Path, paths: list[str]) -> int:
+    """``cat`` of the battery fuel gauge sysfs files (uA, uV) or of a file under the fake root."""
+    bat = dev.get("battery")
+    marker = root / ".last_run_path"
+    for p in paths:
+        name = p.rsplit("/", 1)[-1]
+        if p.startswith("/sys/class/power_supply/battery/") and bat is not None and name in ("current_now",
+                                                                                           "voltage_now"):
+            if name == "voltage_now":
+                print(int(bat["voltage_uv"]))
+                continue
+            last = marker.read_text() if marker.exists() else None
+            if marker.exists():
+                marker.unlink()
+            print(-int(bat["load_ua"].get(last, bat["idle_ua"]) if last else bat["idle_ua"]))
+        elif mapped(root, p).is_file():
+            sys.stdout.write(mapped(root, p).read_text())
+        else:
+            fail(f"cat: {p}: No such file or directory")
+    return 0
 
 
 def benchmark_model(dev: dict, root: Path, args: list[str], env: dict) -> int:
@@ -192,6 +220,7 @@ def benchmark_model(dev: dict, root: Path, args: list[str], env: dict) -> int:
                 out.append(f"INFO: Explicitly applied {name} delegate, and the model graph will be completely "
                            "executed by the delegate.")
     us = float(lat.get(applied, lat.get("cpu", 10000.0)))
+    (root / ".last_run_path").write_text(applied)
     init_us = int(us * 3 + 1234)
     first, warm = us * 2.5, us * 1.2
     runs = int(flags.get("num_runs", "50"))

@@ -6,9 +6,12 @@ Jetson described by the ``jetson`` section of ``EDGERT_DOUBLE_CONFIG``:
 ``reachable`` (else exit 255 like a refused connection), ``root`` (its
 filesystem), ``home``, ``release`` (/etc/nv_tegra_release text), ``model``
 (/proc/device-tree/model), ``trtexec`` (where trtexec lives, if anywhere) and
-``sudo`` (passwordless sudo). Understood commands: cat, mkdir -p, test -x/-e,
+``sudo`` (passwordless sudo), optional ``power_mw`` (``{gpu|dla0|dla1: mW}``:
+the board has tegrastats). Understood commands: cat, mkdir -p, test -x/-e,
 pwd, python3 -m venv, <venv>/bin/python -m pip install, sudo -n install /
-systemctl, and trtexec (handed to the trtexec test double).
+systemctl, ``tegrastats --start --interval MS --logfile F`` / ``--stop`` (the
+trtexec double writes the samples while a log is open), and trtexec (handed
+to the trtexec test double).
 """
 
 from __future__ import annotations
@@ -65,6 +68,15 @@ def run(jet: dict, root: Path, home: str, cwd: Path, argv: list[str]) -> int:
         return 0
     if prog == "test":
         return 0 if _is_trtexec(jet, argv[2]) or at(argv[2]).exists() else 1
+    if prog == "tegrastats":
+        if "power_mw" not in jet:
+            fail(f"bash: {prog}: command not found", 127)
+        marker = root / ".tegrastats"
+        if "--stop" in argv:
+            marker.unlink(missing_ok=True)
+        elif "--start" in argv:
+            marker.write_text(str(at(argv[argv.index("--logfile") + 1])))
+        return 0
     if _is_trtexec(jet, prog):
         import subprocess
         double = Path(__file__).resolve().parent / "trtexec_double.py"

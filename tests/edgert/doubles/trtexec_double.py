@@ -9,6 +9,10 @@ the ``&&&& RUNNING TensorRT.trtexec [TensorRT v8502] # ...`` banner, the
 max = .., mean = .., median = .., percentile(90%) = ..`` and ``&&&& PASSED``;
 or ``Cannot create DLA engine, N not available`` and ``&&&& FAILED`` when the
 device has no such DLA core. Relative paths are relative to the working directory.
+While the ssh double's tegrastats log is open (``jetson.power_mw`` set), it
+appends tegrastats lines in the Orin Nano format (``VDD_IN 5123mW/5001mW ...``):
+idle samples for the engine build, ``--duration`` seconds of the path's power at
+100 ms, and two idle samples after the run (before ``tegrastats --stop``).
 """
 
 from __future__ import annotations
@@ -61,6 +65,8 @@ def main(argv: list[str], prog: str = "trtexec") -> int:
         Path(flags["saveEngine"]).write_bytes(b"test-double engine, not a TensorRT plan\n")
         out.append(f"{STAMP} [I] Engine saved to {flags['saveEngine']}")
 
+    tegrastats(jet, processor, float(flags.get("duration", "3")))
+
     def stats(x: float) -> str:
         return (f"min = {g(x * 0.97)} ms, max = {g(x * 1.4)} ms, mean = {g(x * 1.01)} ms, median = {g(x)} ms, "
                 f"percentile(90%) = {g(x * 1.05)} ms, percentile(95%) = {g(x * 1.08)} ms, "
@@ -81,6 +87,29 @@ def main(argv: list[str], prog: str = "trtexec") -> int:
             f"&&&& PASSED TensorRT.trtexec [TensorRT {version}] # {cmdline}"]
     print("\n".join(out))
     return 0
+
+
+IDLE_MW = 4200
+
+
+def tegrastats(jet: dict, processor: str, duration_s: float) -> None:
+    """Append tegrastats lines of this run to the open log (see module doc), if tegrastats was started."""
+    marker = Path(jet["root"]) / ".tegrastats"
+    if not marker.exists():
+        return
+    load = int(jet["power_mw"][processor])
+
+    def line(i: int, mw: int) -> str:
+        gpu = 99 if mw != IDLE_MW else 0
+        return (f"11-22-2026 10:00:{i % 60:02d} RAM 2448/7620MB (lfb 2x4MB) SWAP 0/3810MB (cached 0MB) "
+                f"CPU [12%@1510,3%@1510,0%@1510,1%@1510,off,off] EMC_FREQ 0%@2133 GR3D_FREQ {gpu}%@[624] "
+                f"cpu@48.5C soc2@47.1C VDD_IN {mw}mW/{mw}mW VDD_CPU_GPU_CV {mw // 3}mW/{mw // 3}mW "
+                f"VDD_SOC {mw // 4}mW/{mw // 4}mW")
+    n = int(duration_s * 10)
+    rows = [line(i, IDLE_MW) for i in range(20)] + [line(20 + i, load) for i in range(n)]
+    rows += [line(20 + n + i, IDLE_MW) for i in range(2)]
+    with open(marker.read_text(), "a") as fh:
+        fh.write("\n".join(rows) + "\n")
 
 
 if __name__ == "__main__":
