@@ -77,3 +77,29 @@ class Resizer:
             xs = np.linspace(x0, x1 - 1, out_w).astype(np.intp)
             idx = self._idx[key] = (ys[:, None], xs[None, :])
         return frame[idx[0], idx[1]][None]
+
+
+def video_frames(path: str | Path, loop: bool = True) -> Iterator[np.ndarray]:
+    """The frames of a video file (OpenCV), uint8 RGB H×W×3, looping unless ``loop`` is False.
+
+    Raises:
+        ConfigError: OpenCV cannot open the file or it holds no frame.
+    """
+    import cv2  # noqa: PLC0415 - only this source needs a video decoder
+
+    p = str(path)
+    while True:
+        cap = cv2.VideoCapture(p)
+        n = 0
+        while True:
+            ok, bgr = cap.read()
+            if not ok:
+                break
+            n += 1
+            yield np.ascontiguousarray(bgr[..., ::-1])
+        cap.release()
+        if n == 0:
+            raise ConfigError(f"--video {p!r}: OpenCV could not read a frame from it "
+                              "(is it a video file? try ffmpeg -i it out.mp4)")
+        if not loop:
+            return

@@ -25,6 +25,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--offload", default="off", help="off | auto | mqtt://host:port (default off)")
     p.add_argument("--scheduler", default=None, help="policy name (default: edgert's own)")
     p.add_argument("--frames", default=None, help="a directory of image frames instead of the synthetic camera")
+    p.add_argument("--video", default=None, help="a video file (OpenCV) instead of the synthetic camera")
+    p.add_argument("--show", default=None, metavar="OUT.mp4",
+                   help="write the frames with landmarks, boxes and the mask drawn over them")
+    p.add_argument("--snapshot", default=None, metavar="OUT.png",
+                   help="write a PNG of the source's first frames with their landmarks")
     p.add_argument("--models-dir", default=None, help="MediaPipe models directory (default: the user cache)")
     p.add_argument("--cpu-workers", type=int, default=None, help="CPU workers (default: one per core)")
     p.add_argument("--trace", default=None, help="record every request as JSONL (simulator input)")

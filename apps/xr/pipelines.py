@@ -1,0 +1,161 @@
+"""``Pipelines``: MediaPipe's hands, face, pose and selfie-segmentation pipelines on one edgert runtime.
+
+    from apps.xr import Pipelines
+    with edgert.Runtime() as rt:
+        px = Pipelines(rt, max_hands=2, max_faces=1, pose=True, segmentation=True)
+        r = px.process(frame)          # frame: H×W×3 RGB, uint8 or float32 in [0, 1]
+        r.hands, r.faces, r.poses, r.mask, r.stages
+
+Each stage is one request through the runtime, inside the frame's deadline when one is given;
+the streams' first stages are submitted together so the scheduler can spread them over workers,
+and a landmark stage is submitted (``after=`` its detector) only for a region worth looking at.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+import edgert
+from apps.xr import assets, face, hands, pose, segmentation
+from apps.xr.stages import Runner, StageInfo
+
+_SHARED: weakref.WeakKeyDictionary[edgert.Runtime, dict[str, edgert.Model]] = weakref.WeakKeyDictionary()
+
+#: Models each stage needs, in cascade order (``then=`` hints for the scheduler).
+CASCADES: dict[str, tuple[str, ...]] = {
+    "hands": (hands.PALM_MODEL, hands.LANDMARK_MODEL),
+    "faces": (face.DETECT_MODEL, face.MESH_MODEL, face.IRIS_MODEL),
+    "poses": (pose.DETECT_MODEL, pose.LANDMARK_MODEL),
+    "segmentation": (segmentation.MODEL,),
+}
+
+
+@dataclass(slots=True)
+class FrameResult:
+    """What the pipelines found on one frame (coordinates in frame pixels)."""
+
+    hands: list[hands.Hand] = field(default_factory=list)
+    faces: list[face.Face] = field(default_factory=list)
+    poses: list[pose.Pose] = field(default_factory=list)
+    mask: np.ndarray | None = None
+    stages: dict[str, StageInfo] = field(default_factory=dict)
+    t_ms: float | None = None
+
+
+def check_frame(frame: object) -> np.ndarray:
+    """``frame`` as a contiguous H×W×3 uint8 / float32 array, or InputError saying what to pass."""
+    if not isinstance(frame, np.ndarray):
+        raise edgert.InputError(f"frame: expected a numpy array H×W×3 RGB, got {type(frame).__name__}; "
+                                "pass np.asarray(image)")
+    if frame.ndim != 3 or frame.shape[2] != 3 or frame.shape[0] < 2 or frame.shape[1] < 2:
+        raise edgert.InputError(f"frame: expected shape H×W×3 (RGB), got {list(frame.shape)}; "
+                                "drop alpha with frame[..., :3], repeat grey with np.dstack([g, g, g])")
+    if frame.dtype == np.float64:
+        frame = frame.astype(np.float32)
+    if frame.dtype not in (np.uint8, np.float32):
+        raise edgert.InputError(f"frame: dtype {frame.dtype} is not supported; pass uint8 (0‥255) "
+                                "or float32 in [0, 1], e.g. frame.astype(np.float32) / 255")
+    return np.ascontiguousarray(frame)
+
+
+def shared_models(rt: edgert.Runtime, names: list[str], models_dir: Path | None = None) -> dict[str, edgert.Model]:
+    """The runtime's loaded MediaPipe models by name, loading those missing (shared by every Pipelines)."""
+    have = _SHARED.setdefault(rt, {})
+    missing = [n for n in names if n not in have]
+    if missing:
+        paths = assets.model_paths(models_dir)
+        for cascade in CASCADES.values():
+            for i, n in enumerate(cascade):
+                if n in missing:
+                    have[n] = rt.load(paths[n], name=n, then=cascade[i + 1:])
+    return {n: have[n] for n in names}
+
+
+class Pipelines:
+    """MediaPipe-style XR perception on an edgert runtime.
+
+    Args:
+        rt: the runtime every request goes through.
+        max_hands / max_faces: most instances reported (0 turns the stream off).
+        pose / segmentation: run the pose (one person) / selfie-segmentation streams.
+        tracking: True (video): the next frame's ROIs come from this frame's landmarks and a
+            detector runs only when fewer instances than the maximum are tracked; False
+            (static images): every detector runs on every frame.
+        iris: refine faces to 478 points with the iris model (else 468).
+        detect_every: while fewer than the maximum hands / faces are tracked, look for new ones on
+            every n-th frame only (1 = every frame, MediaPipe's behaviour).
+        models_dir: where the MediaPipe models are (default: edgert's cache, fetched if missing).
+    """
+
+    def __init__(self, rt: edgert.Runtime, max_hands: int = 2, max_faces: int = 1, pose: bool = True,
+                 segmentation: bool = True, tracking: bool = True, iris: bool = True, detect_every: int = 1,
+                 models_dir: Path | None = None) -> None:
+        self.rt = rt
+        want = [*(CASCADES["hands"] if max_hands > 0 else ()),
+                *(CASCADES["faces"][: 3 if iris else 2] if max_faces > 0 else ()),
+                *(CASCADES["poses"] if pose else ()), *(CASCADES["segmentation"] if segmentation else ())]
+        m = shared_models(rt, want, models_dir)
+        self.hands = (hands.HandTracker(m[hands.PALM_MODEL], m[hands.LANDMARK_MODEL], max_hands, tracking,
+                                        detect_every) if max_hands > 0 else None)
+        self.faces = (face.FaceTracker(m[face.DETECT_MODEL], m[face.MESH_MODEL], m.get(face.IRIS_MODEL),
+                                       max_faces, tracking, detect_every) if max_faces > 0 else None)
+        self.pose = pose_mod_tracker(m, tracking) if pose else None
+        self.segmenter = segmentation_mod(m) if segmentation else None
+
+    def process(self, frame: np.ndarray, t_ms: float | None = None,
+                deadline_ms: float | None = None) -> FrameResult:
+        """Run every enabled stream on one frame and wait for all of them.
+
+        Args:
+            frame: H×W×3 RGB, uint8 or float32 in [0, 1].
+            t_ms: the frame's capture time (ms), carried into the result.
+            deadline_ms: every request of this frame shares a deadline this many ms from now
+                (None: the models' own SLOs, if any).
+
+        Raises:
+            edgert.InputError: ``frame`` is not H×W×3 uint8 / float32.
+        """
+        frame = check_frame(frame)
+        out = FrameResult(t_ms=t_ms)
+        masks: list[np.ndarray] = []
+        run = Runner()
+        ctx = self.rt.frame(deadline_ms) if deadline_ms is not None else contextlib.nullcontext()
+        with ctx:
+            if self.segmenter is not None:
+                self.segmenter.start(frame, run, masks)
+            if self.hands is not None:
+                self.hands.start(frame, run, out.hands)
+            if self.faces is not None:
+                self.faces.start(frame, run, out.faces)
+            if self.pose is not None:
+                self.pose.start(frame, run, out.poses)
+            out.stages = run.run()
+        out.mask = masks[0] if masks else None
+        return out
+
+    def reset(self) -> None:
+        """Forget everything tracked (e.g. on a scene cut)."""
+        for t in (self.hands, self.faces, self.pose):
+            if t is not None:
+                t.reset()
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Per tracked stream: frames on which its detector ran and frames on which tracking held."""
+        return {name: {"detector_runs": t.detector_runs, "frames_tracked": t.frames_tracked}
+                for name, t in (("hands", self.hands), ("faces", self.faces), ("pose", self.pose))
+                if t is not None}
+
+
+def pose_mod_tracker(m: dict[str, edgert.Model], tracking: bool) -> pose.PoseTracker:
+    """The pose tracker on the shared models."""
+    return pose.PoseTracker(m[pose.DETECT_MODEL], m[pose.LANDMARK_MODEL], tracking)
+
+
+def segmentation_mod(m: dict[str, edgert.Model]) -> segmentation.Segmenter:
+    """The segmenter on the shared model."""
+    return segmentation.Segmenter(m[segmentation.MODEL])

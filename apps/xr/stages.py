@@ -1,0 +1,82 @@
+"""The per-frame request loop: stages submitted through the runtime, continued as they finish."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass
+
+import numpy as np
+
+import edgert
+
+
+@dataclass(slots=True)
+class StageInfo:
+    """How one stage fared on a frame.
+
+    Attributes:
+        ran: a request of this stage was submitted on the frame (False: skipped, e.g. tracking held).
+        status: the worst request status (``ok`` < ``late`` < ``dropped`` < ``failed``), ``skipped``.
+        processor: the worker of the last request ("" when none ran).
+        latency_ms: the slowest request's end-to-end latency (ms; 0 when none ran).
+        runs: requests submitted (one per hand / face / eye).
+    """
+
+    ran: bool = False
+    status: str = "skipped"
+    processor: str = ""
+    latency_ms: float = 0.0
+    runs: int = 0
+
+
+_RANK = {"skipped": -1, "ok": 0, "late": 1, "dropped": 2, "failed": 3}
+
+OnDone = Callable[[edgert.Result], None]
+
+
+class Runner:
+    """Submits stage requests and runs each one's continuation in the caller's thread as it finishes.
+
+    Continuations may submit further stages (``after=`` the result they got), so independent
+    streams overlap on the runtime's workers while each cascade keeps its order.
+    """
+
+    def __init__(self) -> None:
+        self.stages: dict[str, StageInfo] = {}
+        self._pending: dict[Future[edgert.Result], tuple[str, OnDone]] = {}
+
+    def skip(self, stage: str) -> None:
+        """Record that ``stage`` did not run on this frame (unless it already did)."""
+        self.stages.setdefault(stage, StageInfo())
+
+    def submit(self, stage: str, model: edgert.Model, x: np.ndarray, then: OnDone,
+               after: edgert.Result | None = None) -> None:
+        """Submit ``x`` to ``model`` as ``stage``; ``then(result)`` runs when it finishes."""
+        fut = model.submit(x, after=after)
+        self._pending[fut] = (stage, then)
+
+    def _note(self, stage: str, res: edgert.Result) -> None:
+        info = self.stages.setdefault(stage, StageInfo())
+        info.ran = True
+        info.runs += 1
+        if _RANK[res.status] >= _RANK[info.status]:
+            info.status = res.status
+        info.processor = res.processor or info.processor
+        info.latency_ms = max(info.latency_ms, res.latency_ms)
+
+    def run(self) -> dict[str, StageInfo]:
+        """Wait for every request (and those their continuations submit); return the stage log."""
+        while self._pending:
+            done, _ = wait(list(self._pending), return_when=FIRST_COMPLETED)
+            for fut in done:
+                stage, then = self._pending.pop(fut)
+                res = fut.result()
+                self._note(stage, res)
+                then(res)
+        return self.stages
+
+
+def outputs(res: edgert.Result) -> list[np.ndarray] | None:
+    """The result's output arrays in model order, or None when it never ran (dropped / failed)."""
+    return None if res.outputs is None else list(res.outputs.values())
