@@ -5,7 +5,7 @@
         hand = rt.load("hand_landmark_lite.tflite", name="hand", slo_ms=22.0)
         out = hand(frame)
 
-See DESIGN.md §4 for the whole public API.
+See docs/design.md §4 for the whole public API.
 """
 
 from edgert.errors import (

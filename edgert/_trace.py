@@ -1,4 +1,4 @@
-"""Trace recording: every request as one JSONL line (DESIGN §6), replayable by the simulator.
+"""Trace recording: every request as one JSONL line (docs/design.md §6), replayable by the simulator.
 
 ``{"t_ms": 12.5, "model": "hand", "slo_ms": 22.0, "id": "f7/hand", "after": "f7/palm", "p": 1.0}``
 

@@ -1,4 +1,4 @@
-"""The dependency direction of DESIGN.md §1: scheduler ← delegates ← edgert ← recursion ← apps.
+"""The dependency direction of docs/design.md §1: scheduler ← delegates ← edgert ← recursion ← apps.
 
 An import only points left; ``scheduler`` imports only the standard library and numpy;
 nothing imports ``apps`` (the CLI finds apps through the ``edgert.apps`` entry points).

@@ -1,4 +1,4 @@
-"""The ``edgert`` command line (names are binding: DESIGN.md §5).
+"""The ``edgert`` command line (names are binding: docs/design.md §5).
 
 Each subcommand lives in its own private module with ``register(subparsers)``, which
 adds its parser and sets ``func`` to a ``run(args) -> int``. Heavy imports happen inside

@@ -19,7 +19,7 @@ from edgert.errors import EdgeRTError
 def register(subparsers: Any) -> None:
     """Add ``cloud serve`` to the main parser's subparsers."""
     p = subparsers.add_parser("cloud", help="cloud offload: serve models to edgert runtimes over MQTT",
-                              description="Cloud offload over MQTT (DESIGN §5).")
+                              description="Cloud offload over MQTT (docs/design.md §5).")
     p.set_defaults(func=_missing_action, _cloud_parser=p)
     actions = p.add_subparsers(dest="action", metavar="{serve}")
     s = actions.add_parser(

@@ -2,7 +2,7 @@
 
 Measures every model on every delegate path that can take its format (or on
 the ``--delegates`` named), warm-up then N timed runs per pair, and writes
-p50 / p90 as a device profile (DESIGN §6) with the host, the versions and
+p50 / p90 as a device profile (docs/design.md §6) with the host, the versions and
 the coverage of partially delegated graphs in ``sources``. A pair that fails
 (e.g. an op the delegate rejects) is listed under ``unmeasured/…`` and the
 others go on; errors that stop the command print one line and exit 2.

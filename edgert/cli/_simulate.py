@@ -1,4 +1,4 @@
-"""``edgert simulate``: replay a scenario or a trace on a device profile under a policy (DESIGN.md §5).
+"""``edgert simulate``: replay a scenario or a trace on a device profile under a policy (docs/design.md §5).
 
 ::
 
