@@ -58,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import TimedPolicy  # noqa: E402
 
 import edgert  # noqa: E402
-from edgert import zoo  # noqa: E402
+from edgert import models as zoo  # noqa: E402
 from scheduler.profile import DeviceProfile, ProcessorSpec  # noqa: E402
 from scheduler.registry import make_policy  # noqa: E402
 from scheduler.sim import SimConfig, run_simulation  # noqa: E402

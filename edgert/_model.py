@@ -37,8 +37,9 @@ def artifacts_of(source: Any, fmt: str | None) -> list[Artifact]:
         if f is None:
             raise ModelLoadError(f"cannot tell the format of {str(p)!r}: name it .tflite or .onnx, or pass format=")
         if not p.exists():
-            raise ModelLoadError(f"model file {str(p)!r} does not exist (edgert models fetch mediapipe "
-                                 "downloads the MediaPipe XR models)")
+            from edgert.models import missing_file_hint  # noqa: PLC0415 - only on this error path
+
+            raise ModelLoadError(f"model file {str(p)!r} does not exist; {missing_file_hint(p)}")
         out.append(Artifact(f, path=p))
     if not out:
         raise ModelLoadError("rt.load() needs at least one model file")

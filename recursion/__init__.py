@@ -14,7 +14,12 @@ group of ready invocations of one cell as one request through an
 other models.
 """
 
-from recursion import data
+from edgert._extras import require as _require
+
+_require("onnx", "recursion (tree models build their cells as ONNX graphs)")
+del _require
+
+from recursion import data  # noqa: E402
 from recursion.executor import Executor, RunResult, RunStats
 from recursion.plan import Forest, Plan, make_plan
 from recursion.runners import CellHandle, OrtRunner, Runner, RuntimeRunner, default_runtime
