@@ -9,6 +9,7 @@ more lines instead of being cut. A column never shrinks below ``MIN_WIDTH``.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import textwrap
@@ -57,9 +58,25 @@ def _fit(cols: Sequence[Column], rows: Sequence[Sequence[str]], total: int) -> l
 
 
 def _cell_lines(text: str, w: int, wrap: bool) -> list[str]:
+    """``text`` in lines of at most ``w``, broken after spaces, ``_``, ``-`` or ``/`` where it can be."""
     if not wrap or len(text) <= w:
         return [text]
-    return textwrap.wrap(text, w, break_long_words=True, break_on_hyphens=False) or [""]
+    lines: list[str] = []
+    cur = ""
+    for tok in re.split(r"(?<=[ _/-])", text):
+        while len(tok) > w:                      # a token longer than the column: hard split
+            if cur:
+                lines.append(cur.rstrip())
+                cur = ""
+            lines.append(tok[:w])
+            tok = tok[w:]
+        if len(cur) + len(tok.rstrip()) > w:
+            lines.append(cur.rstrip())
+            cur = ""
+        cur += tok
+    if cur.strip():
+        lines.append(cur.rstrip())
+    return lines or [""]
 
 
 def render(cols: Sequence[Column], rows: Sequence[Sequence[str]], title: str = "",
