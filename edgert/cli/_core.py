@@ -93,6 +93,7 @@ def _run_app(args: argparse.Namespace) -> int:
     """
     from importlib.metadata import entry_points  # noqa: PLC0415
 
+    from edgert._extras import EXTRA_OF, MissingExtra  # noqa: PLC0415
     from edgert.errors import ConfigError, did_you_mean  # noqa: PLC0415
 
     apps = {ep.name: ep for ep in entry_points(group="edgert.apps")}
@@ -100,4 +101,11 @@ def _run_app(args: argparse.Namespace) -> int:
         raise ConfigError("no apps are registered; install the project with `pip install -e .`")
     if args.app not in apps:
         raise did_you_mean("app", args.app, apps)
-    return int(apps[args.app].load()(args) or 0)
+    try:
+        return int(apps[args.app].load()(args) or 0)
+    except ModuleNotFoundError as exc:   # an app's optional dependency: name the extra that brings it
+        top = (exc.name or "").split(".")[0]
+        if top not in EXTRA_OF:
+            raise
+        dist, extra = EXTRA_OF[top]
+        raise MissingExtra(f"edgert run {args.app} needs {dist}: pip install 'edgert[{extra}]'") from exc
