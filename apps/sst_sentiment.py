@@ -1,6 +1,6 @@
 """Sentiment over the Stanford Sentiment Treebank with a recursive tree model on edgert.
 
-Reads SST trees (``../shared/data/sst/{train,dev,test}.txt``), encodes every
+Reads SST trees (``recursion/data/sst/{train,dev,test}.txt``, shipped with the package), encodes every
 sentence with a tree model (Child-Sum TreeLSTM by default) whose cells run as
 batched requests on an ``edgert.Runtime``, and classifies the root states
 into the 5 SST classes (0 very negative … 4 very positive).
@@ -28,11 +28,12 @@ import numpy as np
 
 import edgert
 from recursion import Forest, read_ptb
+from recursion.data import SST_DIR
 from recursion.models import RNTN, BinaryTreeLSTM, ChildSumTreeLSTM, TreeRNN
 
 MODELS = {"child-sum": ChildSumTreeLSTM, "binary": BinaryTreeLSTM, "tree-rnn": TreeRNN, "rntn": RNTN}
 CLASSES = ("very negative", "negative", "neutral", "positive", "very positive")
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "sst"
+DEFAULT_DATA = SST_DIR
 
 
 def load_split(data: Path, split: str, limit: int | None = None):

@@ -1,6 +1,6 @@
 """Recursive tree models: ours vs per-node evaluation vs PyTorch level-batched, in one run.
 
-Workload: Child-Sum TreeLSTM (hidden 150, input 300, DESIGN §7) over the SST
+Workload: Child-Sum TreeLSTM (hidden 150, input 300, docs/design.md §7) over the SST
 test set (2210 trees, 82,600 nodes), random weights (seed 0), vocabulary of
 every SST word. Every column computes the same root states; the script checks
 they agree before printing. Columns:
@@ -45,7 +45,7 @@ import edgert
 from recursion import Forest, read_ptb
 from recursion.models import ChildSumTreeLSTM
 
-SST = ROOT.parent / "shared" / "data" / "sst"
+SST = ROOT / "recursion" / "data" / "sst"
 
 
 #: cores this process used on average during the last ``timed`` call (CPU time / wall time)

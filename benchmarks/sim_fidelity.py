@@ -25,7 +25,7 @@
    request, and the simulator draws each request's from them (seeded):
    mostly ~0.2 ms with a tail of a few ms, and the tail moves a 1.5 ms
    model's median (``--dispatch-ms`` sets one number instead).
-3. Replay the runtime's trace (DESIGN.md §6 JSONL, as written) on that
+3. Replay the runtime's trace (docs/design.md §6 JSONL, as written) on that
    profile under the same policy, and print live vs simulated deadline-met %
    and p50 latency per model. Bars (issue 4): within 3 points and 15 %.
 
@@ -58,7 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import TimedPolicy  # noqa: E402
 
 import edgert  # noqa: E402
-from edgert import zoo  # noqa: E402
+from edgert import models as zoo  # noqa: E402
 from scheduler.profile import DeviceProfile, ProcessorSpec  # noqa: E402
 from scheduler.registry import make_policy  # noqa: E402
 from scheduler.sim import SimConfig, run_simulation  # noqa: E402

@@ -1,7 +1,7 @@
 """What every delegate family provides: artifacts in, sessions out.
 
-A *delegate* is a software path that runs a model on a processor kind (DESIGN
-§3). A :class:`Delegate` probes whether it can run on this host (never
+A *delegate* is a software path that runs a model on a processor kind
+(docs/design.md §3). A :class:`Delegate` probes whether it can run on this host (never
 assumed) and opens a :class:`Session` for one model artifact. A session is
 used by one worker at a time; it runs feeds given in input order and returns
 outputs in output order. Foreign exceptions are mapped here, at the boundary:

@@ -1,4 +1,4 @@
-"""ONNX Runtime and its execution providers (DESIGN §3).
+"""ONNX Runtime and its execution providers (docs/design.md §3).
 
 Each :class:`OrtDelegate` is one execution provider (EP) mapped to a
 processor kind: CPU and XNNPACK on ``cpu``; CUDA, TensorRT and CoreML on
@@ -21,7 +21,7 @@ OpenVINO's NPU on ``npu``. QNN lives in :mod:`delegates.ort_qnn`.
 
 Sessions are single-threaded by default (``intra_op_num_threads=1``): a
 worker per core with one thread each beats ORT's default thread pools, which
-oversubscribe a small CPU and halve throughput (measured, DESIGN §3).
+oversubscribe a small CPU and halve throughput (measured, docs/design.md §3).
 """
 
 from __future__ import annotations

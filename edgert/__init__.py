@@ -2,10 +2,11 @@
 
     import edgert
     with edgert.Runtime() as rt:
-        hand = rt.load("hand_landmark_lite.tflite", name="hand", slo_ms=22.0)
-        out = hand(frame)
+        hand = rt.load(edgert.models.path("hand_landmark_lite"), name="hand", slo_ms=22.0)
+        out = hand(crop)     # crop: float32[1, 224, 224, 3] in [0, 1]
 
-See DESIGN.md §4 for the whole public API.
+See docs/design.md §4 for the whole public API. The public names are exactly
+``__all__``: the classes, the error tree, and the ``errors`` and ``models`` modules.
 """
 
 from edgert.errors import (
@@ -23,11 +24,12 @@ from edgert._frame import Frame
 from edgert._model import Model
 from edgert._result import Result
 from edgert._runtime import Runtime
+from edgert import errors, models
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ConfigError", "DelegateUnavailable", "EdgeRTError", "Frame", "InferenceError", "InputError",
     "Model", "ModelLoadError", "OffloadError", "RequestDropped", "Result", "Runtime", "TraceError",
-    "__version__",
+    "__version__", "errors", "models",
 ]

@@ -37,8 +37,9 @@ def artifacts_of(source: Any, fmt: str | None) -> list[Artifact]:
         if f is None:
             raise ModelLoadError(f"cannot tell the format of {str(p)!r}: name it .tflite or .onnx, or pass format=")
         if not p.exists():
-            raise ModelLoadError(f"model file {str(p)!r} does not exist (edgert models fetch mediapipe "
-                                 "downloads the MediaPipe XR models)")
+            from edgert.models import missing_file_hint  # noqa: PLC0415 - only on this error path
+
+            raise ModelLoadError(f"model file {str(p)!r} does not exist; {missing_file_hint(p)}")
         out.append(Artifact(f, path=p))
     if not out:
         raise ModelLoadError("rt.load() needs at least one model file")
@@ -152,7 +153,11 @@ class Model:
 
     def __call__(self, inputs: Any) -> dict[str, np.ndarray]:
         """Run synchronously; returns outputs (ok or late) or raises RequestDropped / InferenceError."""
-        return unwrap(self._rt._call(self._m, inputs))
+        res = self._rt._call(self._m, inputs)
+        trace = getattr(self._rt, "_trace", None)
+        if trace is not None:
+            trace.finish(res)
+        return unwrap(res)
 
     def submit(self, inputs: Any, after: Result | Future[Result] | None = None) -> Future[Result]:
         """Queue a request; the Future always resolves to a :class:`Result` (never raises).
@@ -168,7 +173,11 @@ class Model:
         Raises:
             InputError: before anything is queued.
         """
-        return self._rt._submit(self._m, self._m.feeds(inputs), after)
+        fut = self._rt._submit(self._m, self._m.feeds(inputs), after)
+        trace = getattr(self._rt, "_trace", None)
+        if trace is not None:   # the request's trace line gets its outcome when it ends
+            fut.add_done_callback(lambda f: trace.finish(f.result()))
+        return fut
 
     async def infer_async(self, inputs: Any) -> dict[str, np.ndarray]:
         """``await`` a request from asyncio; outputs like the sync call."""

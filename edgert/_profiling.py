@@ -146,7 +146,7 @@ def _placement_text(m: Measurement) -> str:
 
 def build_profile(measurements: Iterable[Measurement], failures: Iterable[Failure] = (),
                   name: str | None = None, description: str = "") -> DeviceProfile:
-    """A DESIGN §6 device profile of this host from measurements (fastest delegate per processor column).
+    """A docs/design.md §6 device profile of this host from measurements (fastest delegate per processor column).
 
     ``sources`` carries ``host``, ``versions``, and per (model, processor):
     ``latency_ms/…`` (how it was measured, with coverage when partial),

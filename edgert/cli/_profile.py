@@ -1,8 +1,13 @@
-"""``edgert profile MODEL... [--delegates …] [--runs N] [--warmup N] -o profile.json``.
+"""``edgert profile MODEL... [--delegates …] [--runs N] [--warmup N] -o profile.json``
+and ``edgert profile --from-trace T.jsonl -o profile.json``.
+
+``--from-trace`` writes this host's profile from a live run's trace (the
+requests' service times, p50 / p90 per model and processor: what the
+simulator needs to replay that trace here; see :func:`edgert._trace.host_profile`).
 
 Measures every model on every delegate path that can take its format (or on
 the ``--delegates`` named), warm-up then N timed runs per pair, and writes
-p50 / p90 as a device profile (DESIGN §6) with the host, the versions and
+p50 / p90 as a device profile (docs/design.md §6) with the host, the versions and
 the coverage of partially delegated graphs in ``sources``. A pair that fails
 (e.g. an op the delegate rejects) is listed under ``unmeasured/…`` and the
 others go on; errors that stop the command print one line and exit 2.
@@ -25,7 +30,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "profile", help="measure models on this host's delegates and write a device profile",
         description="Warm up, run each model N times on each delegate, write p50/p90 as a device profile.")
-    p.add_argument("models", nargs="+", metavar="MODEL", help=".tflite / .onnx files (model name = file stem)")
+    p.add_argument("models", nargs="*", metavar="MODEL", help=".tflite / .onnx files (model name = file stem)")
+    p.add_argument("--from-trace", type=Path, default=None, metavar="T.jsonl",
+                   help="instead of measuring, use the service times a live run recorded (edgert run … --trace)")
     p.add_argument("--delegates", action="extend", nargs="+", default=None, metavar="NAME",
                    help="delegate names from `edgert devices` (space or comma separated); default: every available one")
     p.add_argument("--runs", type=int, default=50, help="timed runs per (model, delegate) (default 50)")
@@ -53,7 +60,26 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
+def _from_trace(args: argparse.Namespace) -> int:
+    from edgert._trace import host_profile, read_outcomes  # noqa: PLC0415
+
+    if args.models:
+        raise ValueError("give either MODEL files or --from-trace, not both")
+    prof = host_profile(read_outcomes(args.from_trace), name=args.name or "this-host",
+                        source=f"the live run of {args.from_trace.name}")
+    for m in prof.models:
+        row = "  ".join(f"{p} {v:.2f}" for p, v in prof.latency_ms[m].items())
+        print(f"  {m:28} p50 ms: {row}")
+    prof.save(args.output)
+    print(f"wrote {args.output}: {len(prof.models)} model(s) on {', '.join(p.name for p in prof.processors)}")
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
+    if args.from_trace is not None:
+        return _from_trace(args)
+    if not args.models:
+        raise ValueError("name the MODEL files to measure, or pass --from-trace T.jsonl")
     if args.runs < 1 or args.warmup < 0:
         raise ValueError(f"--runs must be >= 1 and --warmup >= 0 (got {args.runs}, {args.warmup})")
     artifacts = [artifact_for(m) for m in args.models]

@@ -1,4 +1,4 @@
-"""``edgert simulate``: replay a scenario or a trace on a device profile under a policy (DESIGN.md §5).
+"""``edgert simulate``: replay a scenario or a trace on a device profile under a policy (docs/design.md §5).
 
 ::
 
@@ -6,8 +6,11 @@
                     [--load X] [--duration S] [--seed N] [--burst START:DUR:FACTOR]
                     [--json F] [--timeline F.json] [--plot F.png]
 
-Prints a summary table (overall, per model, per processor); long runs show a
-progress bar on stderr. Bad input prints one line and exits 2.
+Prints a summary table (overall, per model, per processor); long runs show
+progress on stderr. Bad input prints one line and exits 2. A trace written by
+a live run (``edgert run xr-demo --trace``) also carries what happened live:
+then the replay draws its hand-off delays (placement to start) from the live
+run's and a second table compares live and replay per model.
 """
 
 from __future__ import annotations
@@ -64,17 +67,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from edgert._trace import handoff_samples, live_figures, read_outcomes  # noqa: PLC0415
     from scheduler.sim import Burst, SimConfig, run_simulation  # noqa: PLC0415
 
     for path in (args.json, args.timeline, args.plot):
         if path is not None and not Path(path).resolve().parent.is_dir():
             raise EdgeRTError(f"cannot write {path!r}: directory {str(Path(path).resolve().parent)!r} does not exist")
+    live = read_outcomes(args.trace) if args.trace else []
     cfg = SimConfig(scenario=args.scenario, trace=args.trace, profile=args.device, scheduler=args.scheduler,
                     load=args.load, duration_s=args.duration, seed=args.seed,
-                    burst=Burst.parse(args.burst) if args.burst else None)
+                    burst=Burst.parse(args.burst) if args.burst else None,
+                    dispatch_ms=handoff_samples(live) or 0.0)
     res = _run_with_progress(cfg, run_simulation)
     summary = res.summary()
     _print_summary(summary, cfg)
+    if live:
+        _print_comparison(summary, live_figures(live))
     if args.json:
         out = {"config": _config_json(cfg), **summary}
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
@@ -95,9 +103,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_with_progress(cfg: Any, run_simulation: Any) -> Any:
-    """Run, with a rich progress bar on stderr when the run is long (or too short to bother)."""
+    """Run, with progress on stderr when the run is long (about a second of work or more)."""
     from scheduler.sim.run import DEFAULT_DURATION_S  # noqa: PLC0415
     from scheduler.sim.workload import SCENARIOS  # noqa: PLC0415
+
+    from edgert.cli._progress import Progress  # noqa: PLC0415
 
     est_requests = 0.0
     if cfg.scenario in SCENARIOS:
@@ -108,16 +118,10 @@ def _run_with_progress(cfg: Any, run_simulation: Any) -> Any:
             est_requests = Path(cfg.trace).stat().st_size / 80   # ~80 bytes a line
         except OSError:
             est_requests = 0.0
-    if est_requests < PROGRESS_MIN_REQUESTS or not sys.stderr.isatty():
+    if est_requests < PROGRESS_MIN_REQUESTS:
         return run_simulation(cfg)
-    from rich.console import Console  # noqa: PLC0415
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn  # noqa: PLC0415
-
-    with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                  TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
-                  transient=True) as bar:
-        task = bar.add_task("sim", total=1.0)
-        return run_simulation(cfg, progress=lambda f: bar.update(task, completed=f))
+    with Progress("simulating") as bar:
+        return run_simulation(cfg, progress=bar.update)
 
 
 def _config_json(cfg: Any) -> dict[str, Any]:
@@ -137,39 +141,55 @@ def _fmt(v: Any, pct: bool = False) -> str:
 
 
 def _print_summary(s: dict[str, Any], cfg: Any) -> None:
-    from rich.console import Console  # noqa: PLC0415
-    from rich.table import Table  # noqa: PLC0415
+    """The summary as plain tables that fit the terminal (80 columns included) and read the same piped."""
+    from edgert.cli._table import Column, render  # noqa: PLC0415
 
-    con = Console()
-    if not con.is_terminal:
-        con = Console(width=120)
     title = (f"{s['workload']} on {s['device']} | scheduler {s['scheduler']} | load {cfg.load} | seed {cfg.seed}"
              + (f" | burst {cfg.burst.start_s}:{cfg.burst.duration_s}:{cfg.burst.factor}" if cfg.burst else ""))
-    t = Table(title=title)
-    for col in ("model", "requests", "ok", "late", "dropped", "SLO met", "p50 ms", "p99 ms", "offloaded",
-                "RT score"):
-        t.add_column(col, justify="left" if col == "model" else "right", no_wrap=True)
-    for name, m in s["per_model"].items():
-        t.add_row(name, str(m["requests"]), str(m["ok"]), str(m["late"]), str(m["dropped"]),
-                  _fmt(m["slo_met_rate"], True), _fmt(m["p50_ms"]), _fmt(m["p99_ms"]), str(m["offloaded"]),
-                  f"{m['realtime_score']:.3f}")
-    t.add_section()
-    t.add_row("[b]all[/]", str(s["requests"]), str(s["ok"]), str(s["late"]), str(s["dropped"]),
-              f"[b]{_fmt(s['slo_met_rate'], True)}[/]", _fmt(s["p50_ms"]), _fmt(s["p99_ms"]), str(s["offloaded"]),
-              f"[b]{s['realtime_score']:.3f}[/]")
-    con.print(t)
-    pt = Table(title="processors")
-    for col in ("processor", "kind", "requests", "busy ms", "utilization"):
-        pt.add_column(col, justify="left" if col in ("processor", "kind") else "right")
-    for name, p in s["per_processor"].items():
-        pt.add_row(name, p["kind"], str(p["requests"]), f"{p['busy_ms']:.1f}", _fmt(p["utilization"], True))
-    con.print(pt)
+    cols = [Column("model", "<", wrap=True), Column("reqs"), Column("ok"), Column("late"), Column("drop"),
+            Column("met"), Column("p50 ms"), Column("p99 ms"), Column("cloud"), Column("RT")]
+
+    def row(name: str, m: dict[str, Any]) -> tuple[str, ...]:
+        return (name, str(m["requests"]), str(m["ok"]), str(m["late"]), str(m["dropped"]),
+                _fmt(m["slo_met_rate"], True), _fmt(m["p50_ms"]), _fmt(m["p99_ms"]), str(m["offloaded"]),
+                f"{m['realtime_score']:.3f}")
+
+    rows = [row(name, m) for name, m in s["per_model"].items()] + [(), row("all", s)]
+    print(render(cols, rows, title=title, footer=["met: deadline met; cloud: offloaded; RT: XRBench real-time "
+                                                  "score (1 = every request well before its deadline)"]))
+    pcols = [Column("processor", "<", wrap=True), Column("kind", "<"), Column("requests"), Column("busy ms"),
+             Column("utilization")]
+    prow = [(n, p["kind"], str(p["requests"]), f"{p['busy_ms']:.1f}", _fmt(p["utilization"], True))
+            for n, p in s["per_processor"].items()]
+    print()
+    print(render(pcols, prow, title="processors"))
     if s["drop_reasons"]:
         top = sorted(s["drop_reasons"].items(), key=lambda kv: -kv[1])
-        con.print("dropped:", highlight=False)
+        print("dropped:")
         for reason, n in top[:6]:
-            con.print(f"  {n:>7} x {reason}", highlight=False, markup=False)
+            print(f"  {n:>7} x {reason}")
         if len(top) > 6:
-            con.print(f"  ... and {len(top) - 6} more kinds (see --json)", highlight=False)
-    con.print(f"simulated {s['sim_span_ms'] / 1000:.1f} s in {s['wall_s']:.2f} s wall "
-              f"({s['wall_requests_per_s'] or 0:,.0f} requests/s)")
+            print(f"  ... and {len(top) - 6} more kinds (see --json)")
+    print(f"simulated {s['sim_span_ms'] / 1000:.1f} s in {s['wall_s']:.2f} s wall "
+          f"({s['wall_requests_per_s'] or 0:,.0f} requests/s)")
+
+
+def _print_comparison(s: dict[str, Any], live: dict[str, tuple[int, float, float | None]]) -> None:
+    """Live (the trace's recorded outcomes) vs this replay, per model: deadline-met and p50."""
+    from edgert.cli._table import Column, render  # noqa: PLC0415
+
+    cols = [Column("model", "<", wrap=True), Column("n"), Column("met live"), Column("met sim"), Column("d pt"),
+            Column("p50 live"), Column("p50 sim"), Column("d p50")]
+    rows = []
+    for name, (n, met, p50) in live.items():
+        m = s["per_model"].get(name)
+        if m is None:
+            continue
+        dpt = 100 * (m["slo_met_rate"] - met)
+        dp = (m["p50_ms"] - p50) / p50 if p50 and m["p50_ms"] is not None else None
+        rows.append((name, str(n), f"{100 * met:.1f}%", _fmt(m["slo_met_rate"], True),
+                     f"{dpt:+.1f}", _fmt(p50), _fmt(m["p50_ms"]), "-" if dp is None else f"{100 * dp:+.1f}%"))
+    print()
+    print(render(cols, rows, title="live run (recorded in the trace) vs this replay",
+                 footer=["n: requests; met: deadline-met share; d pt: sim - live in points; p50: latency from "
+                         "submission to end (ms); d p50: sim vs live"]))

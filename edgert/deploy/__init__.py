@@ -1,5 +1,5 @@
 """Deployment tooling: profile models on an Android device (adb + ``benchmark_model``) or a Jetson
-(ssh + ``trtexec``) and write a device profile (DESIGN.md §6).
+(ssh + ``trtexec``) and write a device profile (docs/design.md §6).
 
 ``edgert deploy android|jetson`` (see :mod:`edgert.cli._deploy`) is the command line; these are the
 functions behind it. Every step can be printed instead of run (``dry_run=True``).

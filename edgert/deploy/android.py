@@ -382,7 +382,7 @@ def _sha256(path: Path) -> str:
 def deploy_android(serial: str, benchmark_binary: str | Path, models: Sequence[str | Path], output: str | Path,
                    dry_run: bool = False, bundle: str | Path | None = None,
                    runner: Runner | None = None) -> DeployResult:
-    """Profile ``models`` on Android device ``serial`` and write a DESIGN §6 profile to ``output``.
+    """Profile ``models`` on Android device ``serial`` and write a docs/design.md §6 profile to ``output``.
 
     Raises:
         ConfigError: a local file is missing or not a .tflite model.

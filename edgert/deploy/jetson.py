@@ -395,7 +395,7 @@ def service_unit(command: str, home: str, user: str | None) -> str:
 def deploy_jetson(host: str, models: Sequence[str | Path], output: str | Path, dry_run: bool = False, *,
                   trtexec: str = DEFAULT_TRTEXEC, wheel: str | Path | None = None, venv: bool = False,
                   service: str | None = None, runner: Runner | None = None) -> DeployResult:
-    """Profile ``models`` on the Jetson ``host`` (user@host) and write a DESIGN §6 profile to ``output``.
+    """Profile ``models`` on the Jetson ``host`` (user@host) and write a docs/design.md §6 profile to ``output``.
 
     Raises:
         ConfigError: a local file is missing or not an .onnx model.

@@ -1,4 +1,4 @@
-"""Turn collected measurements into a device profile (DESIGN.md §6).
+"""Turn collected measurements into a device profile (docs/design.md §6).
 
 The profile is a :class:`scheduler.profile.DeviceProfile`: one processor per
 path that produced at least one number, ``latency_ms[model][processor]``,

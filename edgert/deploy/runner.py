@@ -110,7 +110,7 @@ def _install_hint(program: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Measurement:
-    """One measured latency: ``model`` on ``processor`` (a ``kind`` of DESIGN §3), in ms, and how;
+    """One measured latency: ``model`` on ``processor`` (a ``kind`` of docs/design.md §3), in ms, and how;
     ``energy_mj`` per inference (mJ) and how, when the power was sampled."""
 
     model: str

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from delegates.base import Delegate, Session
+from edgert._extras import require
 from edgert.errors import ConfigError, ModelLoadError, OffloadError
 from edgert.offload._client import CloudDelegate, CloudSession
 from edgert.offload._config import CloudConfig, parse_broker_url
@@ -214,7 +215,11 @@ def make_cloud_worker(offload: str | CloudConfig, lock: threading.Lock, runtime:
     Raises:
         ConfigError: an offload value that is none of these.
         OffloadError: the broker is unreachable, or the auto-mode worker did not start.
+        MissingExtra: the MQTT packages are not installed (``pip install 'edgert[cloud]'``).
     """
+    require("paho.mqtt.client", "offload")   # before starting anything: name the extra
+    if offload == "auto":
+        require("amqtt", "offload='auto' (the embedded broker)")
     if isinstance(offload, CloudConfig):
         return CloudWorker(offload, lock, runtime)
     if not isinstance(offload, str):

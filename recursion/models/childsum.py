@@ -1,4 +1,4 @@
-"""Child-Sum TreeLSTM (Tai et al. 2015), any arity; binding names and equations in DESIGN §4.
+"""Child-Sum TreeLSTM (Tai et al. 2015), any arity; binding names and equations in docs/design.md §5.
 
 h̃ = Σ_k h_k;  i, o, u = σ, σ, tanh of x·W_iou + h̃·U_iou + b_iou (gate order i, o, u);
 f_k = σ(x·W_f + h_k·U_f + b_f);  c = i⊙u + Σ_k f_k⊙c_k;  h = o⊙tanh(c).

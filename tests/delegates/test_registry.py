@@ -12,7 +12,7 @@ from delegates._native import capture_native_stderr, find_library
 from delegates.litert_accel import ExternalDelegate
 from edgert.errors import ConfigError, DelegateUnavailable
 
-#: Every path of DESIGN §3 / issue 3 that must be listed on any host.
+#: Every path of docs/design.md §3 / issue 3 that must be listed on any host.
 EXPECTED = {
     "litert-xnnpack": "cpu", "litert-gpu": "gpu", "litert-qnn-htp": "npu", "litert-qnn-gpu": "gpu",
     "litert-qnn-dsp": "dsp", "litert-hexagon": "dsp", "litert-compiled-gpu": "gpu", "litert-compiled-npu": "npu",

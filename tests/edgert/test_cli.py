@@ -1,4 +1,4 @@
-"""The edgert command line: names and outputs other tools rely on (DESIGN §5)."""
+"""The edgert command line: names and outputs other tools rely on (docs/design.md §5)."""
 
 from __future__ import annotations
 

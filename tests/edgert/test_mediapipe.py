@@ -7,7 +7,7 @@ import pytest
 from ai_edge_litert.interpreter import Interpreter
 
 import edgert
-from edgert import zoo
+from edgert import models as zoo
 
 RUNNABLE = sorted(n for n in zoo.MEDIAPIPE_MODELS if n not in zoo.CUSTOM_OP_MODELS)
 

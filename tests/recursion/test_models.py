@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 
 import edgert
+from recursion.data import SST_DIR
 from recursion import Forest, OrtRunner, read_ptb
 from recursion.models import RNTN, BinaryTreeLSTM, ChildSumTreeLSTM, TreeRNN
 from recursion.synth import random_tree
 from edgert.errors import ConfigError, InputError, ModelLoadError
 from tests.recursion import reference as ref
 
-SST = Path(__file__).resolve().parents[3] / "shared" / "data" / "sst"
+SST = SST_DIR
 TOL = 1e-5
 
 
@@ -37,8 +38,6 @@ def ort_runner():
 
 @pytest.fixture(scope="module")
 def sst_trees():
-    if not (SST / "test.txt").exists():
-        pytest.skip("needs ../shared/data/sst")
     with open(SST / "test.txt") as f:
         return read_ptb([next(f) for _ in range(60)])
 

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 import recursion
+from recursion.data import SST_DIR
 from recursion import PTBParseError, Tree, parse_ptb, read_ptb
 from recursion.synth import chain_tree
 from edgert.errors import InputError
 
-SST = Path(__file__).resolve().parents[3] / "shared" / "data" / "sst"
+SST = SST_DIR
 
 
 def test_sst_line_structure() -> None:
@@ -34,7 +35,6 @@ def test_nary_ptb_with_bare_words_and_empty_root_label() -> None:
     assert parse_ptb(t.to_ptb()).to_ptb() == t.to_ptb()
 
 
-@pytest.mark.skipif(not (SST / "test.txt").exists(), reason="needs ../shared/data/sst")
 def test_sst_test_set_round_trips() -> None:
     lines = (SST / "test.txt").read_text().splitlines()
     trees = read_ptb(lines)

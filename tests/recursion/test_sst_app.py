@@ -1,4 +1,4 @@
-"""apps.sst_sentiment end to end on a slice of SST, and the DESIGN §4 example on the default runtime."""
+"""apps.sst_sentiment end to end on a slice of SST, and the design §5 example on the default runtime."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import recursion
+from recursion.data import SST_DIR
 from apps import sst_sentiment
 from recursion.models import ChildSumTreeLSTM
 
-SST = Path(__file__).resolve().parents[3] / "shared" / "data" / "sst"
-pytestmark = pytest.mark.skipif(not (SST / "test.txt").exists(), reason="needs ../shared/data/sst")
+SST = SST_DIR
 
 
 def test_app_runs_and_reports(tmp_path, capsys) -> None:
@@ -34,7 +34,7 @@ def test_app_missing_data_is_a_clear_error(tmp_path, capsys) -> None:
 
 
 def test_design_example_on_the_default_runtime(tmp_path) -> None:
-    """DESIGN §4: parse_ptb lines, ChildSumTreeLSTM.from_npz, encode -> [len(trees), hidden]."""
+    """design §5: parse_ptb lines, ChildSumTreeLSTM.from_npz, encode -> [len(trees), hidden]."""
     with open(SST / "test.txt") as f:
         trees = [recursion.parse_ptb(next(f)) for _ in range(10)]
     words = sorted({w for t in trees for w in t.leaves()})

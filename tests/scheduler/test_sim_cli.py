@@ -1,4 +1,4 @@
-"""``edgert simulate``: flags of DESIGN.md §5, outputs, bad input -> one line and exit 2."""
+"""``edgert simulate``: flags of docs/design.md §5, outputs, bad input -> one line and exit 2."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""JSONL traces (DESIGN.md §6): parsing, errors naming file:line, cascades, cycles, replay."""
+"""JSONL traces (docs/design.md §6): parsing, errors naming file:line, cascades, cycles, replay."""
 
 from __future__ import annotations
 

@@ -1,9 +1,15 @@
-"""``edgert models fetch mediapipe``: the real MediaPipe XR models, from the mediapipe wheel on PyPI.
+"""The model zoo: the real MediaPipe XR models, from the mediapipe wheel on PyPI.
+
+    import edgert
+    edgert.models.path("palm_detection_lite")   # ~/.cache/edgert/models/mediapipe/palm_detection_lite.tflite
+    edgert.models.fetch("mediapipe")            # all of them (``edgert models fetch mediapipe``)
 
 MediaPipe ships its ``.tflite`` models inside the ``mediapipe==0.10.14`` wheel
 (Apache-2.0) under ``mediapipe/modules/``. We download that wheel with pip
 (no install, no other host), extract only the models, check each against the
-SHA-256 pinned below and cache them in the user's cache directory.
+SHA-256 pinned below and cache them in the user's cache directory
+(:func:`default_dir`). The first fetch shows pip's download progress and the
+hash check on stderr; later calls find the verified files and print nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -76,8 +83,35 @@ def verified(directory: Path) -> dict[str, Path]:
     return out
 
 
+def _log(quiet: bool, msg: str) -> None:
+    if not quiet:
+        print(f"edgert: {msg}", file=sys.stderr, flush=True)
+
+
+def _download_wheel(tmp: str, quiet: bool) -> Path:
+    """``pip download`` the mediapipe wheel into ``tmp``; pip's progress goes to stderr unless ``quiet``."""
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+           "--python-version", "3.11", "--platform", "manylinux2014_x86_64", "--disable-pip-version-check",
+           f"mediapipe=={MEDIAPIPE_VERSION}", "-d", tmp]
+    _log(quiet, f"fetching the MediaPipe models: pip download mediapipe=={MEDIAPIPE_VERSION} "
+                "(about 36 MB, once; cached)")
+    if quiet:
+        proc = subprocess.run([*cmd, "--quiet"], capture_output=True, text=True)
+        detail = proc.stderr.strip()[-400:]
+    else:   # pip's own lines (and its byte progress bar on a terminal) on our stderr
+        proc = subprocess.run(cmd, stdout=sys.stderr, stderr=sys.stderr)
+        detail = "pip's output is above"
+    wheels = list(Path(tmp).glob("mediapipe-*.whl"))
+    if proc.returncode != 0 or not wheels:
+        raise ModelLoadError(f"pip could not download mediapipe=={MEDIAPIPE_VERSION} "
+                             f"(exit {proc.returncode}): {detail}")
+    return wheels[0]
+
+
 def fetch(zoo: str = "mediapipe", directory: Path | None = None, quiet: bool = False) -> dict[str, Path]:
     """Download the zoo's models into ``directory`` (default: the cache) unless already there, verified.
+
+    Progress (pip's download, then the SHA-256 check) goes to stderr unless ``quiet``.
 
     Returns:
         file name -> path, every model of the zoo.
@@ -94,15 +128,9 @@ def fetch(zoo: str = "mediapipe", directory: Path | None = None, quiet: bool = F
         return have
     directory.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="edgert-mp-") as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--python-version", "3.11", "--platform", "manylinux2014_x86_64",
-               f"mediapipe=={MEDIAPIPE_VERSION}", "-d", tmp, "--quiet"]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        wheels = list(Path(tmp).glob("mediapipe-*.whl"))
-        if proc.returncode != 0 or not wheels:
-            raise ModelLoadError(f"pip could not download mediapipe=={MEDIAPIPE_VERSION} "
-                                 f"(exit {proc.returncode}): {proc.stderr.strip()[-400:]}")
-        with zipfile.ZipFile(wheels[0]) as zf:
+        wheel = _download_wheel(tmp, quiet)
+        t0 = time.perf_counter()
+        with zipfile.ZipFile(wheel) as zf:
             for info in zf.infolist():
                 name = Path(info.filename).name
                 if info.filename.startswith("mediapipe/modules/") and name in MEDIAPIPE_MODELS:
@@ -111,6 +139,9 @@ def fetch(zoo: str = "mediapipe", directory: Path | None = None, quiet: bool = F
     bad = sorted(set(MEDIAPIPE_MODELS) - set(have))
     if bad:
         raise ModelLoadError(f"models missing or with a wrong SHA-256 after extraction: {', '.join(bad)}")
+    size = sum(p.stat().st_size for p in have.values()) / 1e6
+    _log(quiet, f"{len(have)} models ({size:.1f} MB) extracted, sha256 verified in "
+                f"{time.perf_counter() - t0:.1f} s -> {directory}")
     return have
 
 
@@ -123,3 +154,38 @@ def mediapipe_paths(directory: Path | None = None, fetch_missing: bool = True) -
             raise ConfigError(f"MediaPipe models are not in {directory}; run `edgert models fetch mediapipe`")
         have = fetch("mediapipe", directory)
     return {Path(n).stem: p for n, p in have.items()}
+
+
+def names() -> list[str]:
+    """The zoo's model names (file stems), e.g. ``palm_detection_lite``."""
+    return sorted(Path(n).stem for n in MEDIAPIPE_MODELS)
+
+
+def path(name: str, directory: Path | None = None, fetch_missing: bool = True) -> Path:
+    """Path of the MediaPipe model ``name`` (a stem such as ``"palm_detection_lite"``, or its file name).
+
+    Fetches the zoo on first use (progress on stderr) unless ``fetch_missing`` is False.
+
+    Raises:
+        ConfigError: not a model of the zoo ("did you mean …"), or missing with ``fetch_missing=False``.
+        ModelLoadError: the download or the hash check failed.
+    """
+    stem = Path(name).stem if name.endswith(".tflite") else name
+    if stem not in names():
+        raise did_you_mean("MediaPipe model", stem, names())
+    return mediapipe_paths(directory, fetch_missing)[stem]
+
+
+def missing_file_hint(file: str | Path) -> str:
+    """What to tell a user whose model file does not exist: where zoo models live and how to get them."""
+    stem = Path(file).stem
+    if stem in names():
+        return (f"the MediaPipe models are fetched into {default_dir()}: pass edgert.models.path({stem!r}) "
+                "(fetches on first use) or run `edgert models fetch mediapipe`")
+    return "`edgert models fetch mediapipe` downloads the MediaPipe XR models; edgert.models.path(name) finds one"
+
+
+__all__ = [
+    "CUSTOM_OP_MODELS", "MEDIAPIPE_MODELS", "MEDIAPIPE_VERSION", "ZOOS", "cache_dir", "default_dir", "fetch",
+    "mediapipe_paths", "missing_file_hint", "names", "path", "sha256", "verified",
+]

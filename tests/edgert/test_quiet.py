@@ -1,0 +1,50 @@
+"""Quiet by default: native LiteRT / ONNX Runtime log lines go through logging, shown with -v."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+
+from delegates._native import NativeLogRouter, native_level
+
+
+def edgert(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "edgert.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_devices_prints_no_native_line_by_default_and_shows_them_with_v() -> None:
+    """Probing LiteRT's compiled-model paths makes it log DestroyAccelerator INFO lines from C++."""
+    quiet = edgert("devices", "--json")
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr
+    loud = edgert("-v", "devices", "--json")
+    assert loud.returncode == 0 and "edgert.native: INFO:" in loud.stderr, loud.stderr
+
+
+@pytest.mark.parametrize("line, level", [
+    ("INFO: Created TensorFlow Lite XNNPACK delegate for CPU.", logging.INFO),
+    ("INFO: [accelerator_registry.cc:43] DestroyAccelerator: ptr=0x1, name=CpuAccelerator", logging.INFO),
+    ("WARNING: [compiled_model.cc:1393] Failed to apply compiler plugins", logging.WARNING),
+    ("I0000 00:00:1712345678.123456   42 gl_context.cc:357] GL version: 3.2", logging.INFO),
+    ("2026-01-01 10:00:00.000 python[1:2] [W:onnxruntime:, graph.cc:1] Removing initializer", logging.WARNING),
+    ("Traceback (most recent call last):", None),
+    ("edgert: fetching the MediaPipe models", None),
+])
+def test_native_lines_are_recognised(line: str, level: int | None) -> None:
+    assert native_level(line) == level
+
+
+def test_router_logs_native_lines_and_copies_the_rest(capfd, caplog) -> None:
+    caplog.set_level(logging.WARNING, logger="edgert.native")
+    with NativeLogRouter():
+        os.write(2, b"INFO: Created TensorFlow Lite XNNPACK delegate for CPU.\n")
+        os.write(2, b"a line of our own\n")
+        os.write(2, b"WARNING: [x.cc:1] something native\n")
+        os.write(2, b"partial progress 42%")
+    err = capfd.readouterr().err
+    assert "a line of our own\n" in err and "partial progress 42%" in err
+    assert "Created TensorFlow Lite" not in err and "something native" not in err
+    assert [r.getMessage() for r in caplog.records] == ["WARNING: [x.cc:1] something native"]

@@ -1,0 +1,82 @@
+"""Record -> profile -> replay: a live trace carries what happened, becomes this host's profile, and
+``edgert simulate --trace`` replays it and compares."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import edgert
+from edgert._trace import handoff_samples, host_profile, live_figures, read_outcomes
+from edgert.cli import main
+from edgert.testing import genmodels
+from scheduler.sim.trace import read_trace
+
+
+@pytest.fixture(scope="module")
+def recorded(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A live trace: frames of a two-stage cascade plus sync calls, on two CPU workers."""
+    path = tmp_path_factory.mktemp("rec") / "t.jsonl"
+    with edgert.Runtime(delegates=["litert-xnnpack"], cpu_workers=2, trace=path) as rt:
+        det = rt.load(model_dir / "tiny.tflite", name="det")
+        land = rt.load(model_dir / "tiny.tflite", name="land")
+        x = genmodels.example_inputs("tiny")
+        for _ in range(30):
+            with rt.frame(deadline_ms=50.0):
+                first = det.submit(x)
+            land.submit(x, after=first.result()).result()
+        for _ in range(5):
+            det(x)
+    return path
+
+
+def test_every_line_carries_its_outcome_in_submission_order(recorded: Path) -> None:
+    lines = [json.loads(ln) for ln in recorded.read_text().splitlines()]
+    assert len(lines) == 65
+    for ln in lines:
+        assert ln["status"] in ("ok", "late") and ln["processor"] in ("cpu0", "cpu1")
+        assert ln["latency_ms"] >= ln["wait_ms"] >= 0 and ln["arrival_ms"] >= ln["t_ms"] - 1e-6
+    seen: set[str] = set()
+    for ln in lines:    # a stage comes after the request it waited for
+        assert ln.get("after") is None or ln["after"] in seen
+        seen.add(ln["id"])
+    arrivals = [ln["arrival_ms"] for ln in lines]
+    assert arrivals == sorted(arrivals)
+    assert len(read_trace(recorded).t_ms) == 65   # still a valid simulator input
+
+
+def test_the_trace_becomes_this_hosts_profile(recorded: Path) -> None:
+    live = read_outcomes(recorded)
+    prof = host_profile(live)
+    assert prof.models == ["det", "land"]
+    assert {p.name for p in prof.processors} <= {"cpu0", "cpu1"}
+    for m in prof.models:
+        for p, v in prof.latency_ms[m].items():
+            assert 0 < v <= prof.latency_p90_ms[m][p]
+    assert all(x >= 0 for x in handoff_samples(live)) and handoff_samples(live)
+    n, met, p50 = live_figures(live)["land"]
+    assert n == 30 and met == 1.0 and p50 is not None and p50 > 0
+
+
+def test_a_trace_without_outcomes_cannot_make_a_profile(tmp_path: Path) -> None:
+    p = tmp_path / "t.jsonl"
+    p.write_text('{"t_ms": 0, "model": "det"}\n')
+    with pytest.raises(edgert.TraceError, match="status, processor and latency_ms"):
+        host_profile(read_outcomes(p))
+
+
+def test_profile_then_simulate_prints_the_comparison_at_80_columns(recorded: Path, tmp_path: Path, capsys,
+                                                                     monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    prof = tmp_path / "host.json"
+    assert main(["profile", "--from-trace", str(recorded), "-o", str(prof)]) == 0
+    assert main(["simulate", "--trace", str(recorded), "--device", str(prof), "--json",
+                 str(tmp_path / "s.json")]) == 0
+    out = capsys.readouterr().out
+    assert "live run (recorded in the trace) vs this replay" in out
+    assert max(len(ln) for ln in out.splitlines() if not ln.startswith("wrote ")) <= 80
+    row = next(ln for ln in out.splitlines()[out.splitlines().index("live run (recorded in the trace) vs this "
+                                                                     "replay"):] if ln.startswith("land "))
+    assert row.split()[1] == "30" and "100.0%" in row
