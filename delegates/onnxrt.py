@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from delegates._foreign import ort_errors
 from delegates._native import capture_native_stderr, jetson_model
 from delegates._probe_models import onnx_probe
 from delegates.base import Artifact, Delegate, Session, TensorSpec
@@ -118,7 +119,7 @@ class OrtSession(Session):
         """Run once; ORT's exceptions become InferenceError (chained)."""
         try:
             return self._run(None, dict(zip(self._in_names, feeds)))
-        except Exception as exc:  # ORT raises pybind11-mapped classes without a common base
+        except ort_errors() as exc:  # ORT's pybind11-mapped classes (no common base); anything else is our bug
             raise InferenceError(f"onnxruntime ({self.provider}) failed running {self._label}: {exc}") from exc
 
     def close(self) -> None:
@@ -246,7 +247,7 @@ class OrtDelegate(Delegate):
         source = str(artifact.path) if artifact.path is not None else artifact.read()
         try:
             sess = self._create(source, threads)
-        except Exception as exc:
+        except ort_errors() as exc:
             raise ModelLoadError(
                 f"onnxruntime could not load {artifact.label} on {self.provider} ({self.name}): {exc}"
                 " (is it a valid .onnx file? re-export or re-download it)") from exc

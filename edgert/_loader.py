@@ -16,7 +16,13 @@ from delegates.base import Delegate, Session
 from delegates.registry import all_delegates, resolve
 from edgert._model import LoadedModel
 from edgert._worker import Worker
-from edgert.errors import ConfigError, DelegateUnavailable, EdgeRTError, ModelLoadError, did_you_mean
+from edgert.errors import (
+    ConfigError,
+    DelegateUnavailable,
+    EdgeRTError,
+    ModelLoadError,
+    did_you_mean,
+)
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import DeviceProfile
 

@@ -14,8 +14,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from delegates.base import Artifact, TensorSpec
-from edgert.errors import ConfigError, InferenceError, InputError, ModelLoadError, RequestDropped
 from edgert._result import DROPPED, FAILED, Result
+from edgert.errors import (
+    ConfigError,
+    InferenceError,
+    InputError,
+    ModelLoadError,
+    RequestDropped,
+)
 
 if TYPE_CHECKING:
     from edgert._runtime import Runtime

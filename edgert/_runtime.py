@@ -286,7 +286,11 @@ class Runtime(Dispatcher):
             now = self.now_ms()
             req = self._new_locked(m, feeds, parent, now)
             fut = req.future = Future()
-            self._schedule_locked(now, done)
+            if self._stopping:   # a cascade stage submitted by a callback while closing: dropped, not raised
+                del self._pending[req.id]
+                self._drop_locked(req, "the runtime closed before it ran", now, done)
+            else:
+                self._schedule_locked(now, done)
             w = req.worker   # handed to a thread waiting for work (not this worker's own next stage)?
             handed = bool(w is not None and w.queue and w.queue[0] is req and w.has_free_slot()
                           and threading.current_thread() not in w.threads)
@@ -306,8 +310,9 @@ class Runtime(Dispatcher):
 
     def _new_locked(self, m: LoadedModel, feeds: list[np.ndarray], parent: Result | None,
                     now: float) -> Request:
-        if self._closing and (parent is None or self._stopping):
-            # while draining, cascade stages of in-flight frames are still accepted
+        if self._closing and parent is None:
+            # while draining, cascade stages of in-flight frames are still accepted; once stopped,
+            # _submit drops them (a completion callback must not raise into concurrent.futures)
             raise EdgeRTError("the runtime is closed; create a new edgert.Runtime")
         rid = self._next_id
         self._next_id += 1

@@ -132,7 +132,13 @@ def _run_with_progress(cfg: Any, run_simulation: Any) -> Any:
     if est_requests < PROGRESS_MIN_REQUESTS or not sys.stderr.isatty():
         return run_simulation(cfg)
     from rich.console import Console  # noqa: PLC0415
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn  # noqa: PLC0415
+    from rich.progress import (  # noqa: PLC0415
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                   TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
