@@ -27,6 +27,7 @@ oversubscribe a small CPU and halve throughput (measured, DESIGN §3).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -67,11 +68,27 @@ def _import_ort() -> Any:
     return onnxruntime
 
 
+@dataclass(frozen=True, slots=True)
+class AnyRankSpec(TensorSpec):
+    """An ONNX input of unknown rank (ORT reports its shape as ``[]``): any shape is passed to ORT,
+    which checks it; shown as ``float32[...]``."""
+
+    def accepts_shape(self, shape: tuple[int, ...]) -> bool:
+        """Any shape: ONNX Runtime itself decides."""
+        return True
+
+    def describe(self) -> str:
+        """Like ``float32[...]``."""
+        return f"{self.dtype.name}[...]"
+
+
 def _spec(arg: Any) -> TensorSpec:
-    shape = tuple(d if isinstance(d, int) and d >= 0 else None for d in (arg.shape or ()))
     dtype = _ORT_DTYPES.get(arg.type)
     if dtype is None:
         raise ModelLoadError(f"tensor {arg.name!r} has type {arg.type}, which edgert does not map to numpy")
+    if not arg.shape:   # None or []: ORT cannot tell a scalar from a tensor of unknown rank
+        return AnyRankSpec(arg.name, (), np.dtype(dtype))
+    shape = tuple(d if isinstance(d, int) and d >= 0 else None for d in arg.shape)
     return TensorSpec(arg.name, shape, np.dtype(dtype))
 
 
