@@ -77,9 +77,8 @@ def after(v: Any) -> Result | None:
 def runtime_args(delegates: Any, scheduler: Any, offload: Any, trace: Any, cpu_workers: Any,
                  warmup_runs: Any, alpha: Any) -> None:
     """The arguments of ``edgert.Runtime`` other than ``profile`` (see its docstring)."""
-    if not isinstance(delegates, str):
-        if not isinstance(delegates, Sequence) or not delegates:
-            raise ConfigError(f"delegates must be 'auto' or a non-empty list of names, got {show(delegates)}")
+    if not isinstance(delegates, str) and (not isinstance(delegates, Sequence) or not delegates):
+        raise ConfigError(f"delegates must be 'auto' or a non-empty list of names, got {show(delegates)}")
     if scheduler is not None and not isinstance(scheduler, str) and not hasattr(scheduler, "decide"):
         raise ConfigError(f"scheduler must be a policy name or an object with decide(view, now_ms), "
                           f"got {show(scheduler)}")

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import edgert
 from edgert.cli import main
-from edgert.offload._wire import MAGIC, WireError, _HEAD, decode_arrays, decode_header
+from edgert.offload._wire import _HEAD, MAGIC, WireError, decode_arrays, decode_header
 from edgert.testing import genmodels
 from tests.edgert.test_cloud_support import MOSQUITTO
 from tests.inputs.wire_harness import WireRig

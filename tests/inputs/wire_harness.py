@@ -70,7 +70,7 @@ class WireRig:
 
     def ask(self, header: dict[str, Any], blobs: bytes = b"", raw_header: bytes | None = None) -> dict[str, Any] | None:
         """Send one frame with a reply topic; returns the decoded reply header (None: no reply)."""
-        from edgert.offload._wire import MAGIC, _HEAD  # noqa: PLC0415
+        from edgert.offload._wire import _HEAD, MAGIC  # noqa: PLC0415
 
         topic = self.topic()
         head = raw_header if raw_header is not None else __import__("json").dumps({**header, "reply": topic}).encode()
