@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from delegates._foreign import LITERT_ERRORS
 from delegates.base import Artifact, Delegate, Session, TensorSpec
 from delegates.errors import DelegateUnavailable, InferenceError, ModelLoadError
 
@@ -70,7 +71,7 @@ class LiteRTSession(Session):
                 self._set(idx, arr)
             self._invoke()
             return [self._get(idx) for idx in self._out_idx]
-        except Exception as exc:
+        except LITERT_ERRORS as exc:   # anything else is a bug of ours: it propagates
             raise InferenceError(f"LiteRT failed running {self._label}: {exc}") from exc
 
     def _resize(self, i: int, shape: tuple[int, ...]) -> None:
@@ -199,7 +200,7 @@ class LiteRTDelegate(Delegate):
             interp = interpreter.Interpreter(**kwargs)
             applied = interp._interpreter.NumNodes() if delegates_ else 0  # noqa: SLF001 - see placement
             interp.allocate_tensors()
-        except Exception as exc:
+        except LITERT_ERRORS as exc:
             raise ModelLoadError(
                 f"LiteRT could not load {artifact.label} on {self.name}: {exc}"
                 " (is it a valid .tflite file? a model with custom ops needs its op resolver)") from exc

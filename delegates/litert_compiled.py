@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
+from delegates._foreign import LITERT_ERRORS
 from delegates._native import capture_native_stderr
 from delegates._probe_models import tflite_probe
 from delegates.base import Artifact, Delegate, Session, TensorSpec
 from delegates.errors import DelegateUnavailable, InferenceError, ModelLoadError
-
 
 
 def _import_compiled() -> tuple[Any, Any]:
@@ -64,7 +64,7 @@ class CompiledSession(Session):
             self._model.run_by_index(0, self._in_bufs, self._out_bufs)
             return [buf.read(int(np.prod(s.shape)), s.dtype)  # type: ignore[arg-type]  # output shapes are static.reshape(s.shape)
                     for buf, s in zip(self._out_bufs, self.outputs)]
-        except Exception as exc:
+        except LITERT_ERRORS as exc:   # anything else is a bug of ours: it propagates
             raise InferenceError(f"LiteRT CompiledModel failed running {self._label}: {exc}") from exc
 
     def close(self) -> None:

@@ -27,10 +27,12 @@ oversubscribe a small CPU and halve throughput (measured, docs/design.md §3).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from delegates._foreign import ort_errors
 from delegates._native import capture_native_stderr, jetson_model
 from delegates._probe_models import onnx_probe
 from delegates.base import Artifact, Delegate, Session, TensorSpec
@@ -66,11 +68,27 @@ def _import_ort() -> Any:
     return onnxruntime
 
 
+@dataclass(frozen=True, slots=True)
+class AnyRankSpec(TensorSpec):
+    """An ONNX input of unknown rank (ORT reports its shape as ``[]``): any shape is passed to ORT,
+    which checks it; shown as ``float32[...]``."""
+
+    def accepts_shape(self, shape: tuple[int, ...]) -> bool:
+        """Any shape: ONNX Runtime itself decides."""
+        return True
+
+    def describe(self) -> str:
+        """Like ``float32[...]``."""
+        return f"{self.dtype.name}[...]"
+
+
 def _spec(arg: Any) -> TensorSpec:
-    shape = tuple(d if isinstance(d, int) and d >= 0 else None for d in (arg.shape or ()))
     dtype = _ORT_DTYPES.get(arg.type)
     if dtype is None:
         raise ModelLoadError(f"tensor {arg.name!r} has type {arg.type}, which edgert does not map to numpy")
+    if not arg.shape:   # None or []: ORT cannot tell a scalar from a tensor of unknown rank
+        return AnyRankSpec(arg.name, (), np.dtype(dtype))
+    shape = tuple(d if isinstance(d, int) and d >= 0 else None for d in arg.shape)
     return TensorSpec(arg.name, shape, np.dtype(dtype))
 
 
@@ -118,7 +136,7 @@ class OrtSession(Session):
         """Run once; ORT's exceptions become InferenceError (chained)."""
         try:
             return self._run(None, dict(zip(self._in_names, feeds)))
-        except Exception as exc:  # ORT raises pybind11-mapped classes without a common base
+        except ort_errors() as exc:  # ORT's pybind11-mapped classes (no common base); anything else is our bug
             raise InferenceError(f"onnxruntime ({self.provider}) failed running {self._label}: {exc}") from exc
 
     def close(self) -> None:
@@ -246,7 +264,7 @@ class OrtDelegate(Delegate):
         source = str(artifact.path) if artifact.path is not None else artifact.read()
         try:
             sess = self._create(source, threads)
-        except Exception as exc:
+        except ort_errors() as exc:
             raise ModelLoadError(
                 f"onnxruntime could not load {artifact.label} on {self.provider} ({self.name}): {exc}"
                 " (is it a valid .onnx file? re-export or re-download it)") from exc

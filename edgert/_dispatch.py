@@ -12,6 +12,7 @@ set by its own ``__init__`` — and the clock (:meth:`Dispatcher.now_ms`).
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -24,10 +25,15 @@ import numpy as np
 from edgert._result import DROPPED, FAILED, LATE, OK, Request, Result, outputs_dict
 from edgert._stats import ModelStats
 from edgert._worker import Worker
-from edgert.errors import EdgeRTError, InferenceError, RequestDropped
+from edgert.errors import EdgeRTError, RequestDropped
 from scheduler.estimator import LatencyEstimator
 from scheduler.timeline import RequestRecord
 from scheduler.types import Assignment, Policy, ProcessorView, SchedulerView
+
+#: Where a bug of ours (or of a user's policy) is logged, at ERROR with its traceback: the request it
+#: hit ends ``failed`` with the bug chained, and the runtime keeps serving. tests/conftest.py fails a
+#: test that logs here.
+bug_log = logging.getLogger("edgert.bug")
 
 #: After a runtime fault, an accelerator is kept out of placement this long before it is tried again (ms).
 REPROBE_MS = 2_000.0
@@ -106,8 +112,10 @@ class Dispatcher:
         view = SchedulerView(tuple(r.view for r in self._pending.values()), procs, self.estimator)
         try:
             decisions: list[Assignment] = self._policy.decide(view, now)
-        except Exception as exc:  # a policy bug must not lose requests
-            err = InferenceError(f"scheduler {self.scheduler!r} raised {exc!r}")
+        except Exception as exc:  # noqa: BLE001 - a policy bug must not lose requests; it is logged
+            bug_log.error("scheduler %r raised deciding %d request(s)", self.scheduler, len(self._pending),
+                          exc_info=exc)
+            err = EdgeRTError(f"scheduler {self.scheduler!r} raised {exc!r} (a bug: see the edgert.bug log)")
             err.__cause__ = exc
             for stranded in list(self._pending.values()):
                 self._fail_locked(stranded, err, now, done)
@@ -187,8 +195,9 @@ class Dispatcher:
             outs, delegate = w.execute(req)
         except EdgeRTError as exc:
             err = exc
-        except Exception as exc:  # a foreign exception that escaped a delegate's mapping
-            err = InferenceError(f"{w.name} failed running {req.model.name!r}: {exc!r}")
+        except Exception as exc:  # noqa: BLE001 - not a backend error (sessions map those): a bug, logged
+            bug_log.error("%s raised running %r (request %d)", w.name, req.model.name, req.id, exc_info=exc)
+            err = EdgeRTError(f"{w.name} raised {exc!r} running {req.model.name!r} (a bug: see the edgert.bug log)")
             err.__cause__ = exc
         done: list[tuple[Request, Result]] = []
         with self._lock:

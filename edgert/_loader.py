@@ -16,7 +16,13 @@ from delegates.base import Delegate, Session
 from delegates.registry import all_delegates, resolve
 from edgert._model import LoadedModel
 from edgert._worker import Worker
-from edgert.errors import ConfigError, DelegateUnavailable, EdgeRTError, ModelLoadError, did_you_mean
+from edgert.errors import (
+    ConfigError,
+    DelegateUnavailable,
+    EdgeRTError,
+    ModelLoadError,
+    did_you_mean,
+)
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import DeviceProfile
 
@@ -34,7 +40,7 @@ def open_on_workers(lm: LoadedModel, workers: Sequence[Worker], allowed: tuple[s
     Raises:
         ModelLoadError: no worker could open it (every delegate's reason, or "no delegate takes it").
     """
-    errors: list[str] = []
+    errors: dict[tuple[str, str], list[str]] = {}   # (delegate, message) -> workers: one line each
     chosen: dict[tuple[str, ...], tuple[Delegate, float | None]] = {}
     opened: list[Opened] = []
     for w in workers:
@@ -50,7 +56,7 @@ def open_on_workers(lm: LoadedModel, workers: Sequence[Worker], allowed: tuple[s
                 s = w.open_model(lm, d)
                 check_specs(lm, s, d)
             except ModelLoadError as exc:
-                errors.append(f"{d.name} on {w.name}: {exc}")
+                errors.setdefault((d.name, str(exc)), []).append(w.name)
                 continue
             ms = chosen[key][1] if key in chosen else warmup_ms(s, warmup_runs)
             if best is None or (ms is not None and (best[2] is None or ms < best[2])):
@@ -63,7 +69,7 @@ def open_on_workers(lm: LoadedModel, workers: Sequence[Worker], allowed: tuple[s
             chosen.setdefault(key, (best[0], best[2]))
             opened.append((w, *best))
     if not opened:
-        detail = "; ".join(errors) if errors else (
+        detail = "; ".join(f"{d} on {', '.join(ws)}: {msg}" for (d, msg), ws in errors.items()) if errors else (
             f"no delegate here takes {'/'.join(a.format for a in lm.artifacts)} "
             f"(delegates: {', '.join(d.name for d in delegates)})")
         raise ModelLoadError(f"cannot load model {lm.name!r}: {detail}")

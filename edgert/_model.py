@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import os
 from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -13,8 +14,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from delegates.base import Artifact, TensorSpec
-from edgert.errors import InferenceError, InputError, ModelLoadError, RequestDropped
 from edgert._result import DROPPED, FAILED, Result
+from edgert.errors import (
+    ConfigError,
+    InferenceError,
+    InputError,
+    ModelLoadError,
+    RequestDropped,
+)
 
 if TYPE_CHECKING:
     from edgert._runtime import Runtime
@@ -23,27 +30,47 @@ _SUFFIX_FORMATS = {".tflite": "tflite", ".onnx": "onnx"}
 
 
 def artifacts_of(source: Any, fmt: str | None) -> list[Artifact]:
-    """Turn a load source into artifacts; raises ModelLoadError for a missing/unknown file."""
+    """Turn a load source into artifacts.
+
+    Raises:
+        ConfigError: ``source`` is not a path, bytes or a list of paths.
+        ModelLoadError: a missing, empty or unnamed-format file, or a directory.
+    """
     if isinstance(source, (bytes, bytearray, memoryview)):
+        if not len(source):
+            raise ModelLoadError("rt.load() got 0 bytes of model")
         if fmt not in ("onnx", "tflite"):
             fmt = _sniff(bytes(source[:16]))
         return [Artifact(fmt, data=bytes(source))]
-    if isinstance(source, (str, Path)):
+    if isinstance(source, (str, os.PathLike)):
         source = [source]
-    out = []
-    for item in source:
-        p = Path(item)
-        f = fmt or _SUFFIX_FORMATS.get(p.suffix.lower())
-        if f is None:
-            raise ModelLoadError(f"cannot tell the format of {str(p)!r}: name it .tflite or .onnx, or pass format=")
-        if not p.exists():
-            from edgert.models import missing_file_hint  # noqa: PLC0415 - only on this error path
-
-            raise ModelLoadError(f"model file {str(p)!r} does not exist; {missing_file_hint(p)}")
-        out.append(Artifact(f, path=p))
+    if not isinstance(source, (list, tuple)) or not all(isinstance(s, (str, os.PathLike)) for s in source):
+        raise ConfigError("rt.load() takes a .tflite/.onnx path, model bytes, or a list of paths of one "
+                          f"network, got {_show(source)}")
+    out = [_artifact(Path(item), fmt) for item in source]
     if not out:
         raise ModelLoadError("rt.load() needs at least one model file")
     return out
+
+
+def _artifact(p: Path, fmt: str | None) -> Artifact:
+    f = fmt or _SUFFIX_FORMATS.get(p.suffix.lower())
+    if f is None:
+        raise ModelLoadError(f"cannot tell the format of {str(p)!r}: name it .tflite or .onnx, or pass format=")
+    if not p.exists():
+        from edgert.models import missing_file_hint  # noqa: PLC0415 - only on this error path
+
+        raise ModelLoadError(f"model file {str(p)!r} does not exist; {missing_file_hint(p)}")
+    if not p.is_file():
+        raise ModelLoadError(f"model file {str(p)!r} is a directory, not a .{f} file")
+    if p.stat().st_size == 0:
+        raise ModelLoadError(f"model file {str(p)!r} is empty (0 bytes); re-export or re-download it")
+    return Artifact(f, path=p)
+
+
+def _show(v: Any) -> str:
+    text = repr(v)
+    return f"{type(v).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
 
 
 def _sniff(head: bytes) -> str:
@@ -95,26 +122,29 @@ class LoadedModel:
                 raise InputError(f"model {self.name!r} takes {len(specs)} inputs "
                                  f"({', '.join(s.name for s in specs)}); pass a list or a dict")
             values = [inputs]
-        out = []
-        for spec, v in zip(specs, values):
-            if type(v) is not np.ndarray:
-                if isinstance(v, np.generic) or np.isscalar(v):
-                    v = np.asarray(v, dtype=spec.dtype)
-                elif isinstance(v, (list, tuple)):
-                    v = np.asarray(v, dtype=spec.dtype)
-                else:
-                    raise InputError(f"input {spec.name!r} of model {self.name!r} must be a numpy array "
-                                     f"({spec.describe()}), got {type(v).__name__}")
-            if v.dtype != spec.dtype:
-                raise InputError(
-                    f"input {spec.name!r} of model {self.name!r} expects {spec.describe()}, got "
-                    f"{v.dtype.name}{list(v.shape)}; convert with arr.astype(np.{spec.dtype.name})")
-            if not spec.accepts_shape(v.shape):
-                raise InputError(
-                    f"input {spec.name!r} of model {self.name!r} expects shape {spec.describe()}, got "
-                    f"{list(v.shape)}")
-            out.append(v if v.flags.c_contiguous else np.ascontiguousarray(v))
-        return out
+        return [_array(self.name, spec, v) for spec, v in zip(specs, values)]
+
+
+def _array(model: str, spec: TensorSpec, v: Any) -> np.ndarray:
+    """One input as a C-contiguous array of ``spec``'s dtype and shape, or InputError."""
+    if type(v) is not np.ndarray:
+        if not (isinstance(v, (np.generic, list, tuple)) or np.isscalar(v)):
+            raise InputError(f"input {spec.name!r} of model {model!r} must be a numpy array "
+                             f"({spec.describe()}), got {type(v).__name__}")
+        try:
+            v = np.asarray(v, dtype=spec.dtype)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise InputError(f"input {spec.name!r} of model {model!r} must be a numpy array "
+                             f"({spec.describe()}); {_show(v)} does not convert: {exc}") from None
+    if v.dtype != spec.dtype:
+        raise InputError(
+            f"input {spec.name!r} of model {model!r} expects {spec.describe()}, got "
+            f"{v.dtype.name}{list(v.shape)}; convert with arr.astype(np.{spec.dtype.name})")
+    if not spec.accepts_shape(v.shape):
+        raise InputError(
+            f"input {spec.name!r} of model {model!r} expects shape {spec.describe()}, got "
+            f"{list(v.shape)}")
+    return v if v.flags.c_contiguous else np.ascontiguousarray(v)
 
 
 class Model:

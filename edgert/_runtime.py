@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from edgert import _validate
 from edgert._dispatch import Dispatcher
 from edgert._frame import Frame, current_frame
 from edgert._loader import (
@@ -43,6 +44,7 @@ from edgert._worker import Worker, make_workers
 from edgert.errors import (
     ConfigError,
     EdgeRTError,
+    did_you_mean,
 )
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import DeviceProfile
@@ -73,12 +75,15 @@ class Runtime(Dispatcher):
         trace: path of a JSONL file recording every request (DESIGN §6).
         cpu_workers: CPU workers (one single-threaded session each); None = one per core.
         warmup_runs: timed warm-up runs per model and delegate that seed the estimator.
-        profile: a device profile (path or DeviceProfile, e.g. from ``edgert profile``); where it
-            has a model, its latencies seed the estimator instead of the warm-up's.
+        profile: a device profile (a shipped name such as ``"galaxy-s23"``, a JSON path, or a
+            DeviceProfile, e.g. from ``edgert profile``); where it has a model, its latencies
+            seed the estimator instead of the warm-up's.
         alpha: the estimator's moving-average weight of a new measurement.
 
     Raises:
-        ConfigError: unknown scheduler or delegate name, or bad option.
+        ConfigError: unknown scheduler or delegate name, or bad option (each argument is checked
+            before anything starts: :mod:`edgert._validate`).
+        TraceError: the profile file is malformed.
         DelegateUnavailable: a delegate named explicitly cannot run here.
     """
 
@@ -86,11 +91,12 @@ class Runtime(Dispatcher):
                  offload: str | None = None, trace: str | Path | None = None,
                  cpu_workers: int | None = None, *, warmup_runs: int = 3, alpha: float = 0.1,
                  profile: str | Path | DeviceProfile | None = None) -> None:
+        _validate.runtime_args(delegates, scheduler, offload, trace, cpu_workers, warmup_runs, alpha)
         policy = make_policy(scheduler) if scheduler is None or isinstance(scheduler, str) else scheduler
         super().__init__(policy, LatencyEstimator(alpha))
         self._warmup_runs = warmup_runs
-        self._profile = (profile if isinstance(profile, DeviceProfile) or profile is None
-                         else DeviceProfile.load(profile))
+        self._profile = _profile_of(profile)
+        self._then_ok: set[str] = set()   # models whose then= names were all found loaded
         self._models: dict[str, LoadedModel] = {}
         self._frames: dict[int, Frame] = {}
         self._next_id = 0
@@ -104,8 +110,9 @@ class Runtime(Dispatcher):
 
             workers.append(make_cloud_worker(offload, self._lock, self))
         if not workers:
-            raise ConfigError(f"no processor to run on: delegates={delegates!r} left no available delegate "
-                              "(see `edgert devices`)")
+            why = (f"cpu_workers=0 and delegates={delegates!r} has no accelerator here" if cpu_workers == 0
+                   else f"delegates={delegates!r} left no available delegate")
+            raise ConfigError(f"no processor to run on: {why} (see `edgert devices`)")
         self._start_workers(workers)
 
     # -- public API --------------------------------------------------------------------
@@ -132,10 +139,17 @@ class Runtime(Dispatcher):
 
         Raises:
             ModelLoadError: missing or corrupt file, or no delegate here can run it.
-            ConfigError: duplicate name, unknown delegate name.
+            ConfigError: duplicate name, unknown delegate name, a bad argument (``slo_ms`` not a
+                number of ms > 0 …), or the runtime is closed.
             DelegateUnavailable: a named delegate cannot run on this host.
         """
-        arts = artifacts_of(source, format)
+        if self._closing:
+            raise EdgeRTError("the runtime is closed; create a new edgert.Runtime")
+        name, slo_ms = _validate.name(name), _validate.slo_ms(slo_ms, name)
+        then = _validate.names(then, "then")
+        delegates = None if delegates is None else _validate.names(
+            [delegates] if isinstance(delegates, str) else delegates, "delegates")
+        arts = artifacts_of(source, _validate.model_format(format))
         if name is None:
             if arts[0].path is None:
                 raise ConfigError("rt.load(bytes) needs name=")
@@ -227,8 +241,18 @@ class Runtime(Dispatcher):
         self.close()
 
     # -- submission (hot path) ---------------------------------------------------------
+    def _check_then(self, m: LoadedModel) -> None:
+        """At a model's first request, every name in its ``then=`` must be a loaded model."""
+        for n in m.then:
+            if n not in self._models:
+                err = did_you_mean("model", n, self._models)
+                raise ConfigError(f"then= of model {m.name!r}: {err} (load it before submitting)")
+        self._then_ok.add(m.name)
+
     def _call(self, m: LoadedModel, inputs: Any) -> Result:
         feeds = m.feeds(inputs)
+        if m.name not in self._then_ok:
+            self._check_then(m)
         done: list[tuple[Request, Result]] = []
         wake: list[Worker] = []
         with self._lock:
@@ -255,13 +279,19 @@ class Runtime(Dispatcher):
         return req.result if req.result is not None else req.future.result()  # type: ignore[union-attr]
 
     def _submit(self, m: LoadedModel, feeds: list[np.ndarray], after: Any) -> Future[Result]:
-        parent = after.result() if isinstance(after, Future) else after
+        parent = _validate.after(after)
+        if m.name not in self._then_ok:
+            self._check_then(m)
         done: list[tuple[Request, Result]] = []
         with self._lock:
             now = self.now_ms()
             req = self._new_locked(m, feeds, parent, now)
             fut = req.future = Future()
-            self._schedule_locked(now, done)
+            if self._stopping:   # a cascade stage submitted by a callback while closing: dropped, not raised
+                del self._pending[req.id]
+                self._drop_locked(req, "the runtime closed before it ran", now, done)
+            else:
+                self._schedule_locked(now, done)
             w = req.worker   # handed to a thread waiting for work (not this worker's own next stage)?
             handed = bool(w is not None and w.queue and w.queue[0] is req and w.has_free_slot()
                           and threading.current_thread() not in w.threads)
@@ -281,8 +311,9 @@ class Runtime(Dispatcher):
 
     def _new_locked(self, m: LoadedModel, feeds: list[np.ndarray], parent: Result | None,
                     now: float) -> Request:
-        if self._closing and (parent is None or self._stopping):
-            # while draining, cascade stages of in-flight frames are still accepted
+        if self._closing and parent is None:
+            # while draining, cascade stages of in-flight frames are still accepted; once stopped,
+            # _submit drops them (a completion callback must not raise into concurrent.futures)
             raise EdgeRTError("the runtime is closed; create a new edgert.Runtime")
         rid = self._next_id
         self._next_id += 1
@@ -317,3 +348,15 @@ class Runtime(Dispatcher):
         exp = self.estimator.expected_ms
         vals = [v for w in self._workers if (v := exp(model, w.name)) is not None]
         return min(vals) if vals else 0.0
+
+
+def _profile_of(profile: str | Path | DeviceProfile | None) -> DeviceProfile | None:
+    """``Runtime(profile=)``: a shipped name, a JSON path, or a DeviceProfile (as ``edgert simulate`` takes)."""
+    if profile is None or isinstance(profile, DeviceProfile):
+        return profile
+    if not isinstance(profile, (str, Path)):
+        raise ConfigError(f"profile must be a shipped name, a JSON path or a DeviceProfile, "
+                          f"got {_validate.show(profile)}")
+    from scheduler.sim.profiles import load_profile  # noqa: PLC0415 - only with a profile
+
+    return load_profile(profile)

@@ -150,19 +150,27 @@ def _iter_outcomes(p: Path) -> Iterator[Outcome]:
         raise TraceError(f"trace file {str(p)!r} not found") from None
     except OSError as exc:
         raise TraceError(f"cannot read trace file {str(p)!r}: {exc}") from exc
-    with f:
-        for n, line in enumerate(f, 1):
-            s = line.strip()
-            if not s or s.startswith("#"):
-                continue
-            try:
+    n = 0
+    try:
+        with f:
+            for n, line in enumerate(f, 1):
+                s = line.strip()
+                if not s or s.startswith("#"):
+                    continue
                 o = json.loads(s)
-            except json.JSONDecodeError as exc:
-                raise TraceError(f"{p}:{n}: not valid JSON ({exc.msg})") from None
-            if isinstance(o, dict) and "status" in o and "latency_ms" in o:
-                yield Outcome(str(o["model"]), str(o["status"]), str(o.get("processor", "")),
-                              float(o.get("arrival_ms", o.get("t_ms", 0.0))), float(o.get("wait_ms", 0.0)),
-                              float(o["latency_ms"]), str(o.get("reason", "")))
+                if isinstance(o, dict) and "status" in o and "latency_ms" in o:
+                    yield Outcome(str(o["model"]), str(o["status"]), str(o.get("processor", "")),
+                                  float(o.get("arrival_ms", o.get("t_ms", 0.0))), float(o.get("wait_ms", 0.0)),
+                                  float(o["latency_ms"]), str(o.get("reason", "")))
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"{p}:{n}: not valid JSON ({exc.msg})") from None
+    except UnicodeDecodeError:
+        raise TraceError(f"{p}:{n + 1}: not UTF-8 text; save the trace as UTF-8 JSONL") from None
+    except RecursionError:
+        raise TraceError(f"{p}:{n}: JSON nested too deeply") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TraceError(f"{p}:{n}: a line with a live outcome needs model, status and numeric "
+                         f"latency_ms ({type(exc).__name__}: {exc})") from None
 
 
 def _kind(processor: str) -> str:

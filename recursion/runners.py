@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from delegates._foreign import ort_errors
 from edgert.errors import EdgeRTError, InferenceError, RequestDropped
 
 __all__ = ["CellHandle", "OrtRunner", "Runner", "RuntimeRunner", "as_runner", "default_runtime"]
@@ -95,14 +96,14 @@ class OrtRunner:
         opts.execution_mode = self._ort.ExecutionMode.ORT_SEQUENTIAL
         try:
             sess = self._ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # onnxruntime raises its own exception types
+        except ort_errors() as exc:  # onnxruntime's own types; anything else is our bug and propagates
             raise ModelLoadError(f"cell {name!r}: ONNX Runtime could not load it: {exc}") from exc
         out_names = [o.name for o in sess.get_outputs()]
 
         def run(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
             try:
                 return dict(zip(out_names, sess.run(out_names, dict(inputs))))
-            except Exception as exc:
+            except ort_errors() as exc:
                 raise InferenceError(f"cell {name!r} failed in ONNX Runtime: {exc}") from exc
 
         def submit(inputs: Mapping[str, np.ndarray]) -> Future:

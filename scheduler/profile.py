@@ -26,6 +26,7 @@ JSON shape::
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,68 +120,42 @@ class DeviceProfile:
 
     @classmethod
     def from_json(cls, obj: Any, origin: str = "<profile>") -> DeviceProfile:
-        """Validate and build a profile; raises TraceError naming ``origin`` and the field."""
+        """Validate and build a profile; raises TraceError naming ``origin``, the field and the fix."""
         def bad(msg: str) -> TraceError:
-            return TraceError(f"{origin}: {msg}")
+            return TraceError(f"profile {origin}: {msg}")
 
         if not isinstance(obj, dict):
-            raise bad("a device profile is a JSON object")
+            raise bad(f"a device profile is a JSON object {{name, processors, latency_ms, ...}}, "
+                      f"got {_kind(obj)}")
         for key in ("processors", "latency_ms"):
             if key not in obj:
                 raise bad(f"missing required field {key!r}")
-        procs: list[ProcessorSpec] = []
-        for i, p in enumerate(obj["processors"]):
-            if not isinstance(p, dict) or "name" not in p or "kind" not in p:
-                raise bad(f"processors[{i}] needs 'name' and 'kind'")
-            if p["kind"] not in PROCESSOR_KINDS:
-                raise bad(f"processors[{i}].kind {p['kind']!r} is not one of {', '.join(PROCESSOR_KINDS)}")
-            procs.append(ProcessorSpec(str(p["name"]), str(p["kind"])))
+        procs = _processors(obj["processors"], bad)
         names = {p.name for p in procs}
-        if len(names) != len(procs):
-            raise bad("processor names must be unique")
-        lat = _table(obj["latency_ms"], "latency_ms", bad)
+        lat = _table(obj["latency_ms"], "latency_ms", bad, _latency)
         for model, row in lat.items():
             unknown = set(row) - names
             if unknown:
                 raise bad(f"latency_ms[{model!r}] names unknown processor(s) {sorted(unknown)}; known: {sorted(names)}")
-        cloud = None
-        if obj.get("cloud") is not None:
-            c = obj["cloud"]
-            try:
-                cloud = CloudSpec(
-                    rtt_ms=float(c["rtt_ms"]),
-                    uplink_mbps=float(c["uplink_mbps"]),
-                    downlink_mbps=float(c.get("downlink_mbps", c["uplink_mbps"])),
-                    latency_ms={str(k): float(v) for k, v in c.get("latency_ms", {}).items()},
-                    input_bytes={str(k): int(v) for k, v in c.get("input_bytes", {}).items()},
-                    output_bytes={str(k): int(v) for k, v in c.get("output_bytes", {}).items()},
-                )
-            except (KeyError, TypeError, ValueError) as exc:
-                raise bad(f"cloud section is malformed ({exc}); needs rtt_ms, uplink_mbps, latency_ms") from exc
+        p90 = _table(obj.get("latency_p90_ms", {}), "latency_p90_ms", bad, _latency)
+        _check_p90(p90, lat, bad)
         prof = cls(
-            name=str(obj.get("name", Path(origin).stem)),
-            description=str(obj.get("description", "")),
+            name=_text(obj, "name", Path(origin).stem, bad),
+            description=_text(obj, "description", "", bad),
             processors=procs,
             latency_ms=lat,
-            latency_p90_ms=_table(obj.get("latency_p90_ms", {}), "latency_p90_ms", bad),
-            energy_mj=_table(obj.get("energy_mj", {}), "energy_mj", bad),
-            cloud=cloud,
-            sources={str(k): str(v) for k, v in obj.get("sources", {}).items()},
+            latency_p90_ms=p90,
+            energy_mj=_table(obj.get("energy_mj", {}), "energy_mj", bad, _energy),
+            cloud=_cloud(obj.get("cloud"), bad),
+            sources=_sources(obj.get("sources", {}), bad),
         )
         _attach_power(prof, obj, bad)
         return prof
 
     @classmethod
     def load(cls, path: str | Path) -> DeviceProfile:
-        """Read a profile JSON file; raises TraceError on a missing or malformed file."""
-        p = Path(path)
-        try:
-            obj = json.loads(p.read_text())
-        except FileNotFoundError as exc:
-            raise TraceError(f"device profile {str(p)!r} not found") from exc
-        except json.JSONDecodeError as exc:
-            raise TraceError(f"{p}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
-        return cls.from_json(obj, origin=str(p))
+        """Read a profile JSON file; raises TraceError on a missing, unreadable or malformed file."""
+        return cls.from_json(_read_json(Path(path)), origin=str(path))
 
 
 def _attach_power(prof: DeviceProfile, obj: dict[str, Any], bad: Any) -> None:
@@ -193,15 +168,163 @@ def _attach_power(prof: DeviceProfile, obj: dict[str, Any], bad: Any) -> None:
         prof.thermal = parse_thermal(obj["thermal"], names, bad)
 
 
-def _table(obj: Any, field_name: str, bad: Any) -> dict[str, dict[str, float]]:
+# -- validation: one helper per field; each raises ``bad(...)`` naming the field, the value and the fix --
+
+#: Largest latency a profile may give (ms): 1000 s; anything above is a unit mix-up.
+MAX_LATENCY_MS = 1e6
+#: Largest p90 / latency ratio accepted: beyond it the log-normal noise model explodes.
+MAX_P90_RATIO = 100.0
+#: Link speeds accepted (Mbit/s): 1 kbit/s .. 1 Tbit/s.
+MBPS_RANGE = (1e-3, 1e6)
+#: Largest payload (bytes) a cloud entry may declare: 4 GiB.
+MAX_BYTES = 1 << 32
+
+
+def _read_json(p: Path) -> Any:
+    """The parsed JSON of a profile file; every way of failing is one TraceError line."""
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise TraceError(f"device profile {str(p)!r} not found") from None
+    except IsADirectoryError:
+        raise TraceError(f"device profile {str(p)!r} is a directory; give a .json file") from None
+    except OSError as exc:
+        raise TraceError(f"cannot read device profile {str(p)!r}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TraceError(f"profile {p}: not UTF-8 text (byte {exc.start}); save it as UTF-8 JSON") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"profile {p}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:
+        raise TraceError(f"profile {p}: JSON nested too deeply") from None
+
+
+def _kind(v: Any) -> str:
+    """A short description of a JSON value for messages: ``3``, ``a list``, ``null``."""
+    if v is None:
+        return "null"
+    if isinstance(v, (bool, int, float)):
+        return json.dumps(v)
+    if isinstance(v, str):
+        return repr(v) if len(v) <= 40 else f"a string of {len(v)} characters"
+    return {"dict": "an object", "list": "a list"}.get(type(v).__name__, type(v).__name__)
+
+
+def _processors(raw: Any, bad: Any) -> list[ProcessorSpec]:
+    if not isinstance(raw, list) or not raw:
+        raise bad(f"processors must be a non-empty list of {{name, kind}} objects, got {_kind(raw)}")
+    procs: list[ProcessorSpec] = []
+    for i, p in enumerate(raw):
+        if not isinstance(p, dict) or "name" not in p or "kind" not in p:
+            raise bad(f"processors[{i}] must be an object with 'name' and 'kind', got {_kind(p)}")
+        if not isinstance(p["name"], str) or not p["name"]:
+            raise bad(f"processors[{i}].name must be a non-empty string, got {_kind(p['name'])}")
+        if p["kind"] not in PROCESSOR_KINDS:
+            raise bad(f"processors[{i}].kind {_kind(p['kind'])} is not one of {', '.join(PROCESSOR_KINDS)}")
+        procs.append(ProcessorSpec(p["name"], p["kind"]))
+    if len({p.name for p in procs}) != len(procs):
+        raise bad("processor names must be unique")
+    return procs
+
+
+def _number(v: Any, where: str, bad: Any) -> float:
+    """A JSON number (not a bool, not a string) that is finite."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise bad(f"{where} must be a number, got {_kind(v)}")
+    f = float(v)
+    if not math.isfinite(f):
+        raise bad(f"{where} must be a finite number, got {v}")
+    return f
+
+
+def _latency(v: Any, where: str, bad: Any) -> float:
+    """A latency in ms: a number in (0, MAX_LATENCY_MS]."""
+    f = _number(v, where, bad)
+    if not 0 < f <= MAX_LATENCY_MS:
+        raise bad(f"{where} must be a latency in ms, > 0 and <= {MAX_LATENCY_MS:g}, got {v}")
+    return f
+
+
+def _energy(v: Any, where: str, bad: Any) -> float:
+    """An energy per inference in mJ: a positive number, at most 1e9."""
+    f = _number(v, where, bad)
+    if not 0 < f <= 1e9:
+        raise bad(f"{where} must be a positive energy in mJ, at most 1e9, got {v}")
+    return f
+
+
+def _table(obj: Any, field_name: str, bad: Any, check: Any = _latency) -> dict[str, dict[str, float]]:
+    """``{model: {processor: number}}`` with every number passed through ``check``."""
     if not isinstance(obj, dict):
-        raise bad(f"{field_name} must be an object {{model: {{processor: number}}}}")
+        raise bad(f"{field_name} must be an object {{model: {{processor: number}}}}, got {_kind(obj)}")
     out: dict[str, dict[str, float]] = {}
     for model, row in obj.items():
         if not isinstance(row, dict):
-            raise bad(f"{field_name}[{model!r}] must be an object {{processor: number}}")
-        try:
-            out[str(model)] = {str(p): float(v) for p, v in row.items()}
-        except (TypeError, ValueError) as exc:
-            raise bad(f"{field_name}[{model!r}] has a non-numeric value ({exc})") from exc
+            raise bad(f"{field_name}[{model!r}] must be an object {{processor: number}}, got {_kind(row)}")
+        out[model] = {p: check(v, f"{field_name}[{model!r}][{p!r}]", bad) for p, v in row.items()}
+    return out
+
+
+def _check_p90(p90: dict[str, dict[str, float]], lat: dict[str, dict[str, float]], bad: Any) -> None:
+    for model, row in p90.items():
+        for proc, v in row.items():
+            base = lat.get(model, {}).get(proc)
+            if base is not None and v > MAX_P90_RATIO * base:
+                raise bad(f"latency_p90_ms[{model!r}][{proc!r}] = {v:g} is over {MAX_P90_RATIO:g}x its "
+                          f"latency_ms ({base:g}); both must be ms of the same runs")
+
+
+def _text(obj: dict[str, Any], key: str, default: str, bad: Any) -> str:
+    v = obj.get(key, default)
+    if not isinstance(v, str) or (key == "name" and not v):
+        raise bad(f"{key} must be a{' non-empty' if key == 'name' else ''} string, got {_kind(v)}")
+    return v
+
+
+def _sources(raw: Any, bad: Any) -> dict[str, str]:
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        raise bad(f"sources must be an object {{\"latency_ms/<model>/<processor>\": \"where it came from\"}}, "
+                  f"got {_kind(raw)}")
+    return dict(raw)
+
+
+def _cloud(c: Any, bad: Any) -> CloudSpec | None:
+    if c is None:
+        return None
+    if not isinstance(c, dict):
+        raise bad(f"cloud must be an object {{rtt_ms, uplink_mbps, latency_ms, ...}}, got {_kind(c)}")
+    for key in ("rtt_ms", "uplink_mbps"):
+        if key not in c:
+            raise bad(f"cloud needs {key!r}")
+    rtt = _number(c["rtt_ms"], "cloud.rtt_ms", bad)
+    if not 0 <= rtt <= MAX_LATENCY_MS:
+        raise bad(f"cloud.rtt_ms must be >= 0 and <= {MAX_LATENCY_MS:g} ms, got {c['rtt_ms']}")
+    speeds = []
+    for key in ("uplink_mbps", "downlink_mbps"):
+        v = _number(c.get(key, c["uplink_mbps"]), f"cloud.{key}", bad)
+        if not MBPS_RANGE[0] <= v <= MBPS_RANGE[1]:
+            raise bad(f"cloud.{key} must be a link speed in Mbit/s, >= {MBPS_RANGE[0]:g} and "
+                      f"<= {MBPS_RANGE[1]:g}, got {c.get(key, c['uplink_mbps'])}")
+        speeds.append(v)
+    lat = c.get("latency_ms", {})
+    if not isinstance(lat, dict):
+        raise bad(f"cloud.latency_ms must be an object {{model: ms}}, got {_kind(lat)}")
+    return CloudSpec(rtt, speeds[0], speeds[1],
+                     latency_ms={m: _latency(v, f"cloud.latency_ms[{m!r}]", bad) for m, v in lat.items()},
+                     input_bytes=_byte_counts(c, "input_bytes", bad),
+                     output_bytes=_byte_counts(c, "output_bytes", bad))
+
+
+def _byte_counts(c: dict[str, Any], key: str, bad: Any) -> dict[str, int]:
+    raw = c.get(key, {})
+    if not isinstance(raw, dict):
+        raise bad(f"cloud.{key} must be an object {{model: bytes}}, got {_kind(raw)}")
+    out = {}
+    for m, v in raw.items():
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_BYTES:
+            raise bad(f"cloud.{key}[{m!r}] must be a whole number of bytes, >= 0 and <= {MAX_BYTES}, got {_kind(v)}")
+        out[m] = v
     return out

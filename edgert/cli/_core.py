@@ -6,6 +6,8 @@ import argparse
 import json
 import re
 
+from edgert.cli import _args
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """The core subcommands: ``devices``, ``models fetch``, ``run``."""
@@ -23,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("run", help="run an app: xr-demo")
     p.add_argument("app", help="app name: xr-demo")
-    p.add_argument("--seconds", type=float, default=10.0, help="how long to run (default 10 s)")
+    p.add_argument("--seconds", type=_args.seconds, default=10.0, help="how long to run (default 10 s)")
     p.add_argument("--offload", default="off", help="off | auto | mqtt://host:port (default off)")
     p.add_argument("--scheduler", default=None, help="policy name (default: edgert's own)")
     p.add_argument("--frames", default=None, help="a directory of image frames instead of the synthetic camera")
@@ -33,11 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--snapshot", default=None, metavar="OUT.png",
                    help="write a PNG of the source's first frames with their landmarks")
     p.add_argument("--models-dir", default=None, help="MediaPipe models directory (default: the user cache)")
-    p.add_argument("--cpu-workers", type=int, default=None, help="CPU workers (default: one per core)")
-    p.add_argument("--trace", default=None, help="record every request as JSONL (simulator input)")
-    p.add_argument("--timeline", default=None, help="write a Chrome trace-event timeline (Perfetto)")
-    p.add_argument("--plot", default=None, help="write a PNG: placement strip, latency CDFs, deadline-met %%")
-    p.add_argument("--json", default=None, help="write the summary as JSON")
+    p.add_argument("--cpu-workers", type=_args.workers, default=None, help="CPU workers (default: one per core)")
+    p.add_argument("--trace", type=_args.output_path(), default=None, help="record every request as JSONL (simulator input)")
+    p.add_argument("--timeline", type=_args.output_path(), default=None, help="write a Chrome trace-event timeline (Perfetto)")
+    p.add_argument("--plot", type=_args.output_path(*_args.PLOT_SUFFIXES), default=None, help="write a PNG: placement strip, latency CDFs, deadline-met %%")
+    p.add_argument("--json", type=_args.output_path(), default=None, help="write the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no live table, just the summary")
     p.set_defaults(func=_run_app)
 

@@ -21,8 +21,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from edgert.errors import EdgeRTError
+from edgert.cli import _args
+from edgert.errors import ConfigError, EdgeRTError
 
+#: Most requests a scenario run may generate (each costs a few hundred bytes of simulator state).
+MAX_SIM_REQUESTS = 20_000_000
 #: Show a progress bar when a run has at least this many requests (roughly a second of work).
 PROGRESS_MIN_REQUESTS = 50_000
 
@@ -41,17 +44,17 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--device", required=True, metavar="PROFILE",
                    help="device profile: galaxy-s23, xr2-gen2, pixel4, or a JSON path")
     p.add_argument("--scheduler", default=None, metavar="NAME", help="policy name (default: edgert's own)")
-    p.add_argument("--load", type=float, default=1.0, metavar="X",
+    p.add_argument("--load", type=_args.load, default=1.0, metavar="X",
                    help="multiply every stream's request rate by X (SLOs unchanged; default 1)")
-    p.add_argument("--duration", type=float, default=None, metavar="S",
+    p.add_argument("--duration", type=_args.seconds, default=None, metavar="S",
                    help="simulated seconds of arrivals (default: 10 for a scenario, the whole trace)")
-    p.add_argument("--seed", type=int, default=0, metavar="N", help="seed for cascade draws and latency noise")
-    p.add_argument("--burst", default=None, metavar="START:DUR:FACTOR",
+    p.add_argument("--seed", type=_args.seed, default=0, metavar="N", help="seed for cascade draws and latency noise")
+    p.add_argument("--burst", type=_args.burst, default=None, metavar="START:DUR:FACTOR",
                    help="extra streams from START s for DUR s, FACTOR x the load (e.g. 4:2:3)")
-    p.add_argument("--json", default=None, metavar="F", help="write the summary as JSON")
-    p.add_argument("--timeline", default=None, metavar="F.json",
+    p.add_argument("--json", type=_args.output_path(), default=None, metavar="F", help="write the summary as JSON")
+    p.add_argument("--timeline", type=_args.output_path(), default=None, metavar="F.json",
                    help="write a Chrome trace-event timeline (open in ui.perfetto.dev), one track per processor")
-    p.add_argument("--plot", default=None, metavar="F.png",
+    p.add_argument("--plot", type=_args.output_path(*_args.PLOT_SUFFIXES), default=None, metavar="F.png",
                    help="write a PNG: Gantt strip, latency CDF per model, deadline-met %% over time")
     p.set_defaults(func=run)
     return p
@@ -62,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _run(args)
     except (EdgeRTError, OSError) as exc:
+        if getattr(args, "debug", False):
+            import traceback  # noqa: PLC0415
+
+            traceback.print_exception(exc, file=sys.stderr)
         print(f"edgert simulate: error: {exc}", file=sys.stderr)
         return 2
 
@@ -70,9 +77,7 @@ def _run(args: argparse.Namespace) -> int:
     from edgert._trace import handoff_samples, live_figures, read_outcomes  # noqa: PLC0415
     from scheduler.sim import Burst, SimConfig, run_simulation  # noqa: PLC0415
 
-    for path in (args.json, args.timeline, args.plot):
-        if path is not None and not Path(path).resolve().parent.is_dir():
-            raise EdgeRTError(f"cannot write {path!r}: directory {str(Path(path).resolve().parent)!r} does not exist")
+    _check_size(args)
     live = read_outcomes(args.trace) if args.trace else []
     cfg = SimConfig(scenario=args.scenario, trace=args.trace, profile=args.device, scheduler=args.scheduler,
                     load=args.load, duration_s=args.duration, seed=args.seed,
@@ -100,6 +105,22 @@ def _run(args: argparse.Namespace) -> int:
         if path:
             print(f"wrote {what}: {path}")
     return 0
+
+
+def _check_size(args: argparse.Namespace) -> None:
+    """Refuse a scenario run too large to hold (``--load`` x ``--duration`` x the scenario's rate)."""
+    from scheduler.sim.run import DEFAULT_DURATION_S  # noqa: PLC0415
+    from scheduler.sim.workload import SCENARIOS  # noqa: PLC0415
+
+    if args.scenario not in SCENARIOS:
+        return   # an unknown name gets its "did you mean" from the simulator
+    dur = args.duration if args.duration is not None else DEFAULT_DURATION_S
+    factor = float(args.burst.split(":")[2]) if args.burst else 1.0
+    n = sum(s.fps * s.p for s in SCENARIOS[args.scenario]) * args.load * factor * dur
+    if n > MAX_SIM_REQUESTS:
+        raise ConfigError(f"--load {args.load:g} x --duration {dur:g} s of scenario {args.scenario} is "
+                          f"~{n:.2g} requests, over the simulator's {MAX_SIM_REQUESTS:.0e}; "
+                          "lower --load or --duration")
 
 
 def _run_with_progress(cfg: Any, run_simulation: Any) -> Any:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import struct
 from typing import Any
 
 import numpy as np
 
 from delegates.base import TensorSpec
+from edgert.errors import OffloadError
 
 #: Largest request or reply accepted, in bytes (``max_payload`` in the broker URL changes it).
 MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
@@ -23,7 +25,7 @@ MAGIC = b"EDG1"
 _HEAD = struct.Struct(">I")
 
 
-class WireError(ValueError):
+class WireError(OffloadError, ValueError):
     """A message that is not a valid edgert frame (says what is wrong)."""
 
 
@@ -56,8 +58,10 @@ def decode_header(payload: bytes, max_bytes: int = MAX_PAYLOAD_BYTES) -> tuple[d
     Raises:
         WireError: bad magic, truncated, not JSON, or larger than ``max_bytes``.
     """
-    if len(payload) < 8 or payload[:4] != MAGIC:
+    if payload[:4] != MAGIC:
         raise WireError(f"not an edgert frame (expected magic {MAGIC!r}, got {bytes(payload[:4])!r})")
+    if len(payload) < 8:
+        raise WireError(f"truncated frame: {len(payload)} bytes, shorter than the 8-byte magic and header length")
     (n,) = _HEAD.unpack_from(payload, 4)
     if 8 + n > len(payload):
         raise WireError(f"truncated frame: header of {n} bytes, frame of {len(payload)}")
@@ -65,6 +69,8 @@ def decode_header(payload: bytes, max_bytes: int = MAX_PAYLOAD_BYTES) -> tuple[d
         head = json.loads(bytes(payload[8:8 + n]))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise WireError(f"frame header is not JSON: {exc}") from exc
+    except RecursionError:
+        raise WireError("frame header is JSON nested too deeply") from None
     if not isinstance(head, dict):
         raise WireError("frame header is not a JSON object")
     if len(payload) > max_bytes:
@@ -104,7 +110,7 @@ def _npy(view: memoryview, offset: int, n: int, i: int) -> np.ndarray:
         if parsed[3] == len(head) and len(_NPY_HEADERS) < 1024:
             _NPY_HEADERS[head] = parsed
     shape, fortran, dtype, start = parsed
-    count = int(np.prod(shape, dtype=np.int64))
+    count = math.prod(shape)   # Python ints: (2**32, 2**32) must not wrap to 0 as int64 would
     if start + count * dtype.itemsize != n:
         raise WireError(f"tensor {i} is not a valid .npy blob: {dtype}{list(shape)} needs "
                         f"{count * dtype.itemsize} bytes, the blob has {n - start}")
@@ -119,8 +125,10 @@ def _parse_npy_header(view: memoryview, offset: int, n: int, i: int) -> tuple[tu
         major, _ = fmt.read_magic(f)
         read = fmt.read_array_header_1_0 if major == 1 else fmt.read_array_header_2_0
         shape, fortran, dtype = read(f)
-    except (ValueError, OSError, EOFError) as exc:
+    except (ValueError, OSError, EOFError, TypeError, SyntaxError, MemoryError) as exc:
         raise WireError(f"tensor {i} is not a valid .npy blob: {exc}") from exc
+    if not all(isinstance(d, int) and d >= 0 for d in shape) or len(shape) > 32:
+        raise WireError(f"tensor {i} is not a valid .npy blob: shape {shape} (at most 32 dims, each >= 0)")
     if dtype.hasobject:
         raise WireError(f"tensor {i} is not a valid .npy blob: dtype {dtype} holds Python objects (pickle refused)")
     return tuple(shape), bool(fortran), dtype, f.tell()
@@ -132,8 +140,21 @@ def spec_to_json(s: TensorSpec) -> dict[str, Any]:
 
 
 def spec_from_json(d: dict[str, Any]) -> TensorSpec:
-    """Inverse of :func:`spec_to_json`."""
-    return TensorSpec(str(d["name"]), tuple(None if x is None else int(x) for x in d["shape"]), np.dtype(d["dtype"]))
+    """Inverse of :func:`spec_to_json`.
+
+    Raises:
+        WireError: not ``{name, shape, dtype}`` with a list of ints / nulls and a numpy dtype string.
+    """
+    try:
+        shape = d["shape"]
+        if not isinstance(shape, list) or not all(x is None or (type(x) is int and x >= 0) for x in shape):
+            raise TypeError(f"shape {shape!r} is not a list of sizes")
+        dtype = np.dtype(d["dtype"])
+        if dtype.hasobject:
+            raise TypeError(f"dtype {dtype} holds Python objects")
+        return TensorSpec(str(d["name"]), tuple(shape), dtype)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise WireError(f"tensor spec {d!r:.80} is not {{name, shape, dtype}}: {exc}") from None
 
 
 # -- the MQTT link ---------------------------------------------------------------------------

@@ -12,7 +12,8 @@ worker started by ``offload="auto"`` subscribes plainly: ``--group ""``.)
 Every request that names a reply topic gets exactly one reply: outputs, or an
 error with a code — ``bad_request``, ``unknown_model``, ``too_large``,
 ``bad_input`` (dtype/shape checked against the model before running),
-``expired`` (its time budget ran out while queued), ``inference_failed``.
+``expired`` (its time budget ran out while queued), ``inference_failed``, and
+``internal_error`` for a bug of ours (logged at ERROR with its traceback).
 Garbage without a usable reply topic is logged and counted; the worker keeps
 serving. SIGTERM / SIGINT drain: unsubscribe, finish and answer what is in
 flight (up to ``drain_s``), then disconnect. A lost broker is retried with
@@ -38,7 +39,13 @@ import numpy as np
 from delegates.base import Artifact, Delegate, Session
 from edgert.errors import EdgeRTError
 from edgert.offload._config import DEFAULT_GROUP, CloudConfig, digest_of
-from edgert.offload._wire import WireError, decode_arrays, decode_header, encode, spec_to_json
+from edgert.offload._wire import (
+    WireError,
+    decode_arrays,
+    decode_header,
+    encode,
+    spec_to_json,
+)
 
 log = logging.getLogger("edgert.cloud")
 
@@ -245,14 +252,21 @@ class CloudServer:
             out, arrays = await self._answer(head, payload, off, t0)
             self.stats.served += 1
         except _Reject as exc:
-            self.stats.errors += 1
-            self.stats.by_code[exc.code] = self.stats.by_code.get(exc.code, 0) + 1
-            log.debug("request %s refused: [%s] %s", head.get("id"), exc.code, exc)
-            out, arrays = {"ok": False, "code": exc.code, "error": str(exc)}, []
+            out, arrays = self._refused(head, exc), []
+        except Exception as exc:  # noqa: BLE001 - a bug of ours: still exactly one reply, and an ERROR log
+            log.error("request %s: internal error", head.get("id"), exc_info=exc)
+            out, arrays = self._refused(head, _Reject("internal_error", f"{type(exc).__name__}: {exc}")), []
         try:
             await client.publish(reply, encode({**base, **out}, arrays), qos=self.cfg.qos)
         except Exception as exc:  # noqa: BLE001 - the client's reconnect path will see the broker error
             log.warning("could not send the reply to %s: %s", reply, exc)
+
+    def _refused(self, head: dict[str, Any], exc: _Reject) -> dict[str, Any]:
+        """Count a refusal and build its error reply."""
+        self.stats.errors += 1
+        self.stats.by_code[exc.code] = self.stats.by_code.get(exc.code, 0) + 1
+        log.debug("request %s refused: [%s] %s", head.get("id"), exc.code, exc)
+        return {"ok": False, "code": exc.code, "error": str(exc)}
 
     async def _answer(self, head: dict[str, Any], payload: bytes, off: int,
                       t0: float) -> tuple[dict[str, Any], list[np.ndarray]]:
@@ -264,6 +278,10 @@ class CloudServer:
             raise _Reject("bad_request", "a request needs string fields 'model' and 'digest'")
         if op not in ("run", "describe"):
             raise _Reject("bad_request", f"unknown op {op!r} (ops: run, describe, ping)")
+        budget = head.get("budget_ms")
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
+                                   or not 0 < budget < float("inf")):
+            raise _Reject("bad_request", f"budget_ms must be a number of ms > 0 (or absent), got {budget!r:.40}")
         if len(payload) > self.cfg.max_payload:
             raise _Reject("too_large", f"{len(payload)} bytes is over this worker's {self.cfg.max_payload}-byte cap")
         sm = self.store.get(name, digest)
@@ -286,8 +304,7 @@ class CloudServer:
         try:
             t_start = time.perf_counter()
             queue_ms = (t_start - t0) * 1e3
-            budget = head.get("budget_ms")
-            if isinstance(budget, (int, float)) and queue_ms > budget:
+            if budget is not None and queue_ms > budget:
                 raise _Reject("expired", f"waited {queue_ms:.1f} ms for a slot, over its {budget:.1f} ms budget")
             try:
                 if self._n_slots == 1:  # one slot: computing on the loop saves two thread hand-offs

@@ -35,7 +35,7 @@ def load_profile(profile: str | Path | DeviceProfile) -> DeviceProfile:
     if shipped.is_file():
         return DeviceProfile.load(shipped)
     path = Path(text)
-    if path.is_file():
+    if path.exists():   # a file, or a directory / device that load() names as such
         return DeviceProfile.load(path)
     if text.endswith(".json") or "/" in text:
         raise ConfigError(f"device profile file {text!r} not found; "

@@ -226,6 +226,7 @@ class Raises:
         raise RuntimeError("boom")
 
 
+@pytest.mark.bug_log_expected   # the Raises policy is a bug on purpose
 def test_nothing_lost_when_policy_misbehaves(model_dir):
     x = genmodels.example_inputs("tiny")
     with edgert.Runtime(scheduler=LeavesEverythingPending()) as rt:

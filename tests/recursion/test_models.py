@@ -7,7 +7,6 @@ trees, through a real edgert.Runtime (ONNX Runtime CPU) and through OrtRunner.
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -78,6 +78,6 @@ def test_malformed_sections_name_the_field(section: str, patch: Any, words: list
     with pytest.raises(TraceError) as err:
         DeviceProfile.from_json(prof(**{section: patch}), origin="dev.json")
     msg = str(err.value)
-    assert msg.startswith("dev.json: ")
+    assert msg.startswith("profile dev.json: ")
     for w in words:
         assert w in msg, msg

@@ -94,4 +94,5 @@ def test_per_profile_e_max_and_bad_input() -> None:
         "power": {"processors": {"cpu": {"active_w": 3.0, "idle_w": 0.1}, "npu": {"active_w": 1.0, "idle_w": 0.0}}},
     })
     assert profile_e_max_mj(prof) == pytest.approx(30.0)      # a on cpu: 3 W x 10 ms beats b's 12 mJ
-    assert profile_e_max_mj(DeviceProfile.from_json({"processors": [], "latency_ms": {}})) is None
+    no_power = {"processors": [{"name": "cpu", "kind": "cpu"}], "latency_ms": {"a": {"cpu": 1.0}}}
+    assert profile_e_max_mj(DeviceProfile.from_json(no_power)) is None
