@@ -163,8 +163,8 @@ class EdgertPolicy:
         """Assign what should start now, drop the hopeless, leave the rest pending; see the module doc.
 
         The steps: the processors' table (:func:`_processor_table`); rate tracking and planning (the
-        overload plan's ``update``); the window of the most urgent requests (:func:`_most_urgent`); their
-        fates under the plan (:meth:`_fates`: local, offload or shed); placement (:meth:`_place`).
+        overload plan's ``update``); the window of the most urgent requests; placement (:meth:`_place`:
+        each one's fate under the plan, where it would finish, the choice, the claim).
         """
         pending = view.pending
         if not pending:
@@ -173,7 +173,10 @@ class EdgertPolicy:
         procs = _processor_table(view.processors, now_ms)
         if self.use_plan:
             self.plan.update(pending, now_ms, est, procs.local, procs.cloud_name, procs.cloud_slots)
-        ordered = _most_urgent(pending, self.window)
+        if len(pending) > self.window:   # the most urgent first; nsmallest is sorted(...)[:n], stable
+            ordered = heapq.nsmallest(self.window, pending, key=_urgency)
+        else:
+            ordered = sorted(pending, key=_urgency) if len(pending) > 1 else pending
         return self._place(ordered, procs, view.estimator, now_ms)
 
     def _place(self, ordered: Sequence[RequestView], procs: Processors, estimator: LatencyModel,
@@ -190,8 +193,10 @@ class EdgertPolicy:
         long_ms = 0.5 * plan.tight_ms if overloaded else _INF   # a longer local run holds a tight stream's processor
         k_local, cloud_margin, risky_margin = 1.0 + self.margin, self.cloud_margin, self.risky_margin
         lookup = estimator.ema_table().get if type(estimator) is LatencyEstimator else None
-        work = _new(Work, (ready[:], [], {} if self.supersede else None, [None] * len(names), [0.0] * len(names), {}))
-        _, out, placed, last, last_start, rows = work
+        base, out, last_start = ready[:], [], [0.0] * len(names)   # the decision's state: see Work
+        placed: dict[str, tuple[int, int, float, RequestView]] | None = {} if self.supersede else None
+        last: list[RequestView | None] = [None] * len(names)
+        rows: dict[str, list[tuple[int, float]]] = {}
         for req in ordered:
             rid, model, _, deadline, stream, _, downstream_ms, allowed = req   # faster than 7 attribute reads
             fate = LOCAL
@@ -245,8 +250,8 @@ class EdgertPolicy:
                         ready[local] - now_ms >= target - fm or local_ms > long_ms):
                     pick, finish = cloud, cloud_f         # ... unless the cloud's last safe moment is now and
                                                           # the claim is fragile (its wait >= its slack) or long
-            elif (choice := _late_choice(req, row, target, (local, local_f, cloud, cloud_f), work, procs, k_local,
-                                         now_ms)) is not None:
+            elif (choice := _late_choice(req, row, target, (local, local_f, cloud, cloud_f), procs, k_local, now_ms,
+                                         _new(Work, (base, out, placed, last, last_start, rows)))) is not None:
                 pick, finish = choice                     # no local processor makes it in time, even after a wait
             else:
                 continue                                  # swapped, superseded, dropped or left pending
@@ -292,13 +297,6 @@ def _processor_table(processors: Sequence[ProcessorView], now_ms: float) -> Proc
     return _new(Processors, (names, ready, is_cloud, free, slots, local, cloud_name, cloud_slots))
 
 
-def _most_urgent(pending: Sequence[RequestView], window: int) -> Sequence[RequestView]:
-    """The ``window`` most urgent pending requests, most urgent first; ties keep the arrival order."""
-    if len(pending) > window:   # nsmallest is sorted(...)[:n], stable
-        return heapq.nsmallest(window, pending, key=_urgency)
-    return sorted(pending, key=_urgency) if len(pending) > 1 else pending
-
-
 def _row(lookup: Callable[[tuple[str, str]], float | None] | None, estimator: LatencyModel, model: str,
          names: list[str]) -> list[tuple[int, float]]:
     """``[(processor index, expected ms)]`` over the processors that run ``model``.
@@ -342,8 +340,8 @@ def _slot_ready(pick: int, start: float, finish: float, ready: list[float], free
 
 
 def _late_choice(req: RequestView, row: list[tuple[int, float]], target: float,
-                 earliest: tuple[int, float, int, float], work: Work, procs: Processors, k_local: float,
-                 now_ms: float) -> tuple[int, float] | None:
+                 earliest: tuple[int, float, int, float], procs: Processors, k_local: float, now_ms: float,
+                 work: Work) -> tuple[int, float] | None:
     """For a request no local processor serves by its effective deadline ``target``, even after a wait:
     ``(processor, finish)`` to claim, or None when it was settled here or stays pending.
 
