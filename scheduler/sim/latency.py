@@ -58,7 +58,7 @@ def hand_offs(dispatch_ms: float | Sequence[float], n: int, seed: int) -> list[f
                          f"got {dispatch_ms!r}")
     if hand.size == 1:
         return [float(hand[0])] * n
-    return hand[np.random.default_rng([seed, 5]).integers(0, hand.size, n)].tolist()   # type: ignore[no-any-return]
+    return hand[np.random.default_rng([seed, 5]).integers(0, hand.size, n)].tolist()
 
 
 def make_processors(profile: DeviceProfile, offload: bool, cloud_slots: int) -> list[SimProcessor]:
