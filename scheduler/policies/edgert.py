@@ -173,6 +173,7 @@ class EdgertPolicy:
         procs = _processor_table(view.processors, now_ms)
         if self.use_plan:
             self.plan.update(pending, now_ms, est, procs.local, procs.cloud_name, procs.cloud_slots)
+        ordered: Sequence[RequestView]
         if len(pending) > self.window:   # the most urgent first; nsmallest is sorted(...)[:n], stable
             ordered = heapq.nsmallest(self.window, pending, key=_urgency)
         else:
@@ -199,7 +200,7 @@ class EdgertPolicy:
         rows: dict[str, list[tuple[int, float]]] = {}
         for req in ordered:
             rid, model, _, deadline, stream, _, downstream_ms, allowed = req   # faster than 7 attribute reads
-            fate = LOCAL
+            fate: int | None = LOCAL
             if use_plan:                                  # the plan's fate, fixed when the request is first seen
                 fate = known_fates.get(rid)
                 if fate is None:
