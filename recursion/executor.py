@@ -185,9 +185,24 @@ class Executor:
         elif len(plan.pos[0]) != forest.n:
             raise ConfigError(f"the plan given to run() covers {len(plan.pos[0])} nodes but the forest has {forest.n}; "
                               "make it with executor.plan(forest, fields) for this same forest")
+        bufs = self._buffers(plan)
         sgs = plan.subgraphs
+        cells = {(g.sg, g.branch): self._cell(g.sg, g.branch, sgs[g.sg], sgs[g.sg].branches[g.branch])
+                 for g in plan.groups}
+        t1 = time.perf_counter()
+        self._execute(plan, fields, bufs, cells)
+        t2 = time.perf_counter()
+        stats = RunStats(len(forest.roots), forest.n, sum(plan.rows), len(plan.groups), plan.waves,
+                         (t1 - t0) * 1e3, (t2 - t1) * 1e3)
+        self.last_stats = stats
+        return RunResult(forest, self.entry.name,
+                         {sg.name: bufs[s] for s, sg in enumerate(sgs)},
+                         {sg.name: plan.pos[s] for s, sg in enumerate(sgs)}, stats)
+
+    def _buffers(self, plan: Plan) -> list[dict[str, np.ndarray]]:
+        """Per SubGraph, an output buffer per output: a row per invocation, then the zero sentinel row."""
         bufs: list[dict[str, np.ndarray]] = []
-        for s, sg in enumerate(sgs):
+        for s, sg in enumerate(plan.subgraphs):
             spec = self._spec(sg)
             # every row but the trailing sentinel is written by its group before anything reads it, so
             # only the sentinel (what absent children gather) is zeroed: np.zeros would memset ~60 MB
@@ -195,10 +210,13 @@ class Executor:
             bufs.append({o: np.empty((plan.rows[s] + 1, *spec[o][0]), dtype=spec[o][1]) for o in sg.outputs})
             for b in bufs[-1].values():
                 b[-1] = 0
-        cells = {(g.sg, g.branch): self._cell(g.sg, g.branch, sgs[g.sg], sgs[g.sg].branches[g.branch])
-                 for g in plan.groups}
-        t1 = time.perf_counter()
+        return bufs
 
+    def _execute(self, plan: Plan, fields: Mapping[str, np.ndarray], bufs: list[dict[str, np.ndarray]],
+                 cells: Mapping[tuple[int, int], CellHandle]) -> None:
+        """Run every group of ``plan`` once its dependencies are done, writing its rows of ``bufs``: a lone
+        ready group on this thread, several at once through their cells' ``submit``."""
+        sgs = plan.subgraphs
         groups = plan.groups
         waiting = [len(g.deps) for g in groups]
         dependents: list[list[int]] = [[] for _ in groups]
@@ -246,10 +264,3 @@ class Executor:
             handle = cells[(g.sg, g.branch)]
             finish(g, self._guard(g, sgs, handle, lambda f, h=handle: h.unwrap(f.result()), fut))
             completed += 1
-        t2 = time.perf_counter()
-        stats = RunStats(len(forest.roots), forest.n, sum(plan.rows), len(groups), plan.waves,
-                         (t1 - t0) * 1e3, (t2 - t1) * 1e3)
-        self.last_stats = stats
-        return RunResult(forest, self.entry.name,
-                         {sg.name: bufs[s] for s, sg in enumerate(sgs)},
-                         {sg.name: plan.pos[s] for s, sg in enumerate(sgs)}, stats)

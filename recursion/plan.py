@@ -28,7 +28,7 @@ from itertools import chain
 
 import numpy as np
 
-from recursion.subgraph import SubGraph
+from recursion.subgraph import Branch, SubGraph
 from recursion.tree import Tree
 from edgert.errors import ConfigError, InputError
 
@@ -155,56 +155,22 @@ class Plan:
 def _expand(entry: SubGraph, subgraphs: list[SubGraph], forest: Forest,
             fields: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     """branch index per node for each SubGraph (-1: not invoked), without recursion."""
+    if len(subgraphs) == 1 and all(all(op.target is entry for op in br.invokes) for br in entry.branches):
+        return [_expand_self(entry, forest, fields)]
     n = forest.n
     arity = forest.arity
     index = {id(sg): i for i, sg in enumerate(subgraphs)}
-
-    def branches_for(sg: SubGraph, nodes: np.ndarray) -> np.ndarray:
-        out = np.full(len(nodes), -1, dtype=np.int64)
-        sub = {k: v[nodes] for k, v in fields.items()}
-        for b, br in enumerate(sg.branches):
-            hit = np.asarray(br.when(arity[nodes], sub), dtype=bool) & (out < 0)
-            out[hit] = b
-        if np.any(out < 0):
-            bad = int(nodes[np.argmax(out < 0)])
-            t = int(np.searchsorted(forest.offsets, bad, side="right")) - 1
-            raise InputError(f"SubGraph {sg.name!r}: no branch matches node {bad - int(forest.offsets[t])} of "
-                             f"tree {t} (arity {int(arity[bad])}); add a branch for it")
-        return out
-
     branch = [np.full(n, -1, dtype=np.int64) for _ in subgraphs]
-    only_self = len(subgraphs) == 1 and all(
-        all(op.target is entry for op in br.invokes) for br in entry.branches)
-    if only_self:
-        # One pass: every node could be invoked; a node whose branch invokes
-        # nothing cuts off its descendants (a contiguous id range).
-        every = np.arange(n, dtype=np.int64)
-        b_all = np.full(n, -1, dtype=np.int64)
-        sub = fields
-        for b, br in enumerate(entry.branches):
-            hit = np.asarray(br.when(arity, sub), dtype=bool) & (b_all < 0)
-            b_all[hit] = b
-        invokes = np.array([len(br.invokes) > 0 for br in entry.branches] + [True])
-        cut = np.flatnonzero((arity > 0) & ~invokes[b_all])
-        cover = np.zeros(n + 1, dtype=np.int64)
-        np.add.at(cover, forest.first[cut], 1)
-        np.add.at(cover, cut, -1)
-        live = np.cumsum(cover[:-1]) == 0
-        if np.any(live & (b_all < 0)):
-            branches_for(entry, every[live])  # raises with the node named
-        branch[0] = np.where(live, b_all, -1)
-        return branch
-
     pending: list[list[np.ndarray]] = [[] for _ in subgraphs]
     pending[0].append(forest.roots.copy())
     seen = [np.zeros(n, dtype=bool) for _ in subgraphs]
     seen[0][forest.roots] = True
-    while any(pending):
+    while any(pending):   # the frontier, one SubGraph at a time
         s = next(i for i, p in enumerate(pending) if p)
         nodes = np.concatenate(pending[s])
         pending[s] = []
         sg = subgraphs[s]
-        b = branches_for(sg, nodes)
+        b = _branches_for(sg, nodes, forest, arity, fields)
         branch[s][nodes] = b
         for bi, br in enumerate(sg.branches):
             if not br.invokes:
@@ -218,6 +184,50 @@ def _expand(entry: SubGraph, subgraphs: list[SubGraph], forest: Forest,
                     pending[t].append(new)
     return branch
 
+
+def _expand_self(entry: SubGraph, forest: Forest, fields: Mapping[str, np.ndarray]) -> np.ndarray:
+    """:func:`_expand` for one self-recursive SubGraph, in one pass: every node could be invoked; a node
+    whose branch invokes nothing cuts off its descendants (a contiguous id range)."""
+    n = forest.n
+    arity = forest.arity
+    every = np.arange(n, dtype=np.int64)
+    b_all = np.full(n, -1, dtype=np.int64)
+    for b, br in enumerate(entry.branches):
+        hit = np.asarray(br.when(arity, fields), dtype=bool) & (b_all < 0)
+        b_all[hit] = b
+    invokes = np.array([len(br.invokes) > 0 for br in entry.branches] + [True])
+    cut = np.flatnonzero((arity > 0) & ~invokes[b_all])
+    cover = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(cover, forest.first[cut], 1)
+    np.add.at(cover, cut, -1)
+    live = np.cumsum(cover[:-1]) == 0
+    if np.any(live & (b_all < 0)):
+        _branches_for(entry, every[live], forest, arity, fields)  # raises with the node named
+    return np.where(live, b_all, -1)
+
+
+def _branches_for(sg: SubGraph, nodes: np.ndarray, forest: Forest, arity: np.ndarray,
+                  fields: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The branch of ``sg`` each of ``nodes`` takes (the first whose ``when`` holds).
+
+    Raises:
+        InputError: a node matches no branch (named by tree and position).
+    """
+    out = np.full(len(nodes), -1, dtype=np.int64)
+    sub = {k: v[nodes] for k, v in fields.items()}
+    for b, br in enumerate(sg.branches):
+        hit = np.asarray(br.when(arity[nodes], sub), dtype=bool) & (out < 0)
+        out[hit] = b
+    if np.any(out < 0):
+        bad = int(nodes[np.argmax(out < 0)])
+        t = int(np.searchsorted(forest.offsets, bad, side="right")) - 1
+        raise InputError(f"SubGraph {sg.name!r}: no branch matches node {bad - int(forest.offsets[t])} of "
+                         f"tree {t} (arity {int(arity[bad])}); add a branch for it")
+    return out
+
+
+#: a memoized duplicate: (SubGraph index, duplicate nodes, their representatives)
+_Alias = tuple[int, np.ndarray, np.ndarray]
 
 #: Default cap on the rows of one cell call: per-row cost is lowest at a few hundred to ~1000
 #: rows (the working set stays in cache); larger waves are cut into independent chunks.
@@ -257,80 +267,17 @@ def make_plan(entry: SubGraph, forest: Forest, fields: Mapping[str, np.ndarray],
     that was not given.
     """
     subgraphs = entry.reachable()
-    for sg in subgraphs:
-        if not sg.branches:
-            raise ConfigError(f"SubGraph {sg.name!r} has no branches; add one with sg.branch(when, cell, ...)")
-        for br in sg.branches:
-            missing = set(br.fields.values()) - set(fields)
-            if missing:
-                raise ConfigError(f"SubGraph {sg.name!r} branch {br.name!r} needs node fields {sorted(missing)}; "
-                                  f"given {sorted(fields)}")
-    for k, v in fields.items():
-        if len(v) != forest.n:
-            raise InputError(f"node field {k!r} has {len(v)} rows, the batch has {forest.n} nodes")
+    _check_fields(subgraphs, forest, fields)
     branch = _expand(entry, subgraphs, forest, fields)
     n = forest.n
     arity = forest.arity
     shards = max(1, int(shards))
     shard_of = np.minimum(np.arange(n, dtype=np.int64) * shards // max(n, 1), shards - 1)
-
-    # Candidate rows: (sg, node) pairs with their group key.
-    keys_sg, keys_node, keys_b, keys_k = [], [], [], []
-    aliases: list[tuple[int, np.ndarray, np.ndarray]] = []  # (sg, duplicate nodes, their representatives)
-    no_invokes = []
-    for s, sg in enumerate(subgraphs):
-        nodes = np.flatnonzero(branch[s] >= 0)
-        b = branch[s][nodes]
-        # child-count bucket: power of two >= arity for un-padded stacking, 0 otherwise
-        unpadded = np.array([any(op.pad_to is None for op in br.invokes) for br in sg.branches])
-        pad = np.array([max([op.pad_to or 0 for op in br.invokes] + [0]) for br in sg.branches])
-        a = arity[nodes]
-        over = (pad[b] > 0) & (a > pad[b])
-        if np.any(over):
-            i = int(nodes[np.argmax(over)])
-            raise InputError(f"SubGraph {sg.name!r} branch {sg.branches[int(branch[s][i])].name!r} takes at most "
-                             f"{int(pad[branch[s][i]])} children, a node has {int(arity[i])}; binarize the trees "
-                             "or use a model with a larger N")
-        bucket = np.where(unpadded[b], 1 << np.ceil(np.log2(np.maximum(a, 1))).astype(np.int64), 0)
-        if memoize:
-            keep = np.ones(len(nodes), dtype=bool)
-            for bi, br in enumerate(sg.branches):
-                sel = np.flatnonzero(b == bi)
-                if br.invokes or len(sel) < 2:
-                    continue
-                rep = _first_equal(nodes[sel], [fields[f] for f in br.fields.values()])
-                keep[sel] = rep == nodes[sel]
-                aliases.append((s, nodes[sel][~keep[sel]], rep[~keep[sel]]))
-            nodes, b, bucket = nodes[keep], b[keep], bucket[keep]
-        keys_sg.append(np.full(len(nodes), s, dtype=np.int64))
-        keys_node.append(nodes)
-        keys_b.append(b)
-        keys_k.append(bucket)
-        no_invokes.append(np.array([not br.invokes for br in sg.branches])[b])
-    sg_a = np.concatenate(keys_sg)
-    node_a = np.concatenate(keys_node)
-    b_a = np.concatenate(keys_b)
-    k_a = np.concatenate(keys_k)
-    # A branch without InvokeOps needs nothing: it is ready in wave 0 whatever its height.
-    wave_a = np.where(np.concatenate(no_invokes), 0, forest.height[node_a])
+    sg_a, node_a, b_a, k_a, wave_a, aliases = _invocations(subgraphs, branch, forest, arity, fields, memoize)
     order = np.lexsort((node_a, k_a, b_a, sg_a, shard_of[node_a], wave_a))
     sg_a, node_a, b_a, k_a, wave_a = sg_a[order], node_a[order], b_a[order], k_a[order], wave_a[order]
     shard_a = shard_of[node_a]
-
-    # Buffer rows: per SubGraph, in sorted order.
-    pos = []
-    rows = []
-    row_a = np.empty(len(node_a), dtype=np.int64)
-    for s in range(len(subgraphs)):
-        sel = np.flatnonzero(sg_a == s)
-        row_a[sel] = np.arange(len(sel))
-        p = np.full(n, -1, dtype=np.int64)
-        p[node_a[sel]] = np.arange(len(sel))
-        pos.append(p)
-        rows.append(len(sel))
-    for s, dup, rep in aliases:
-        pos[s][dup] = pos[s][rep]
-
+    row_a, pos, rows = _buffer_rows(len(subgraphs), sg_a, node_a, n, aliases)
     # Group boundaries where any key changes.
     change = np.ones(len(node_a), dtype=bool)
     change[1:] = ((wave_a[1:] != wave_a[:-1]) | (shard_a[1:] != shard_a[:-1]) | (sg_a[1:] != sg_a[:-1])
@@ -347,28 +294,127 @@ def make_plan(entry: SubGraph, forest: Forest, fields: Mapping[str, np.ndarray],
     groups: list[Group] = []
     for gid, (a, z) in enumerate(zip(starts.tolist(), ends.tolist())):
         s, bi = int(sg_a[a]), int(b_a[a])
-        sg = subgraphs[s]
-        br = sg.branches[bi]
         nodes = node_a[a:z]
         r0, r1 = int(row_a[a]), int(row_a[z - 1]) + 1
         producer[s][r0:r1] = gid
-        gathers = []
-        deps: set[int] = set()
-        if br.invokes:
-            na = arity[nodes]
-            kmax = int(na.max())
-            cptr = forest.child_ptr[nodes]
-            for op in br.invokes:
-                t = subgraphs.index(op.target)
-                k = op.pad_to if op.pad_to is not None else kmax
-                cols = np.arange(k)
-                valid = cols[None, :] < na[:, None]
-                edge = np.where(valid, cptr[:, None] + cols[None, :], 0)
-                kid = forest.child_idx[edge] if len(forest.child_idx) else np.zeros_like(edge)
-                r = np.where(valid, pos[t][kid], rows[t])
-                deps.update(np.unique(producer[t][r]).tolist())
-                for out, name in op.outputs.items():
-                    gathers.append(Gather(t, out, name, r))
-        deps.discard(-1)
-        groups.append(Group(gid, s, bi, int(wave_a[a]), r0, r1, nodes, tuple(gathers), tuple(sorted(deps))))
+        gathers, deps = _gathers(subgraphs[s].branches[bi], nodes, arity, subgraphs, forest, pos, rows, producer)
+        groups.append(Group(gid, s, bi, int(wave_a[a]), r0, r1, nodes, gathers, deps))
     return Plan(tuple(subgraphs), tuple(groups), tuple(rows), tuple(pos), int(forest.height.max()) + 1)
+
+
+def _check_fields(subgraphs: list[SubGraph], forest: Forest, fields: Mapping[str, np.ndarray]) -> None:
+    """ConfigError for a SubGraph without branches or a branch naming a field not given; InputError for a
+    field whose length is not the batch's node count."""
+    for sg in subgraphs:
+        if not sg.branches:
+            raise ConfigError(f"SubGraph {sg.name!r} has no branches; add one with sg.branch(when, cell, ...)")
+        for br in sg.branches:
+            missing = set(br.fields.values()) - set(fields)
+            if missing:
+                raise ConfigError(f"SubGraph {sg.name!r} branch {br.name!r} needs node fields {sorted(missing)}; "
+                                  f"given {sorted(fields)}")
+    for k, v in fields.items():
+        if len(v) != forest.n:
+            raise InputError(f"node field {k!r} has {len(v)} rows, the batch has {forest.n} nodes")
+
+
+def _invocations(subgraphs: list[SubGraph], branch: list[np.ndarray], forest: Forest, arity: np.ndarray,
+                 fields: Mapping[str, np.ndarray], memoize: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                                          np.ndarray, np.ndarray, list[_Alias]]:
+    """Every invocation that gets a buffer row, as columns: SubGraph, node, branch, child-count bucket (a
+    power of two >= arity for un-padded stacking, 0 otherwise), wave; and the memoized duplicates as
+    ``(SubGraph, duplicate nodes, their representatives)``.
+
+    Raises:
+        InputError: a node has more children than its branch's ``pad_to``.
+    """
+    keys_sg, keys_node, keys_b, keys_k = [], [], [], []
+    aliases: list[_Alias] = []
+    no_invokes = []
+    for s, sg in enumerate(subgraphs):
+        nodes = np.flatnonzero(branch[s] >= 0)
+        b = branch[s][nodes]
+        unpadded = np.array([any(op.pad_to is None for op in br.invokes) for br in sg.branches])
+        pad = np.array([max([op.pad_to or 0 for op in br.invokes] + [0]) for br in sg.branches])
+        a = arity[nodes]
+        over = (pad[b] > 0) & (a > pad[b])
+        if np.any(over):
+            i = int(nodes[np.argmax(over)])
+            raise InputError(f"SubGraph {sg.name!r} branch {sg.branches[int(branch[s][i])].name!r} takes at most "
+                             f"{int(pad[branch[s][i]])} children, a node has {int(arity[i])}; binarize the trees "
+                             "or use a model with a larger N")
+        bucket = np.where(unpadded[b], 1 << np.ceil(np.log2(np.maximum(a, 1))).astype(np.int64), 0)
+        if memoize:
+            keep = _memoize(s, sg, nodes, b, fields, aliases)
+            nodes, b, bucket = nodes[keep], b[keep], bucket[keep]
+        keys_sg.append(np.full(len(nodes), s, dtype=np.int64))
+        keys_node.append(nodes)
+        keys_b.append(b)
+        keys_k.append(bucket)
+        no_invokes.append(np.array([not br.invokes for br in sg.branches])[b])
+    node_a = np.concatenate(keys_node)
+    # A branch without InvokeOps needs nothing: it is ready in wave 0 whatever its height.
+    wave_a = np.where(np.concatenate(no_invokes), 0, forest.height[node_a])
+    return np.concatenate(keys_sg), node_a, np.concatenate(keys_b), np.concatenate(keys_k), wave_a, aliases
+
+
+def _memoize(s: int, sg: SubGraph, nodes: np.ndarray, b: np.ndarray, fields: Mapping[str, np.ndarray],
+             aliases: list[_Alias]) -> np.ndarray:
+    """Which of ``nodes`` (taking branches ``b`` of SubGraph ``sg``, index ``s``) keep their own invocation:
+    of the nodes of a branch without InvokeOps whose fields are all equal, only the first; the others are
+    appended to ``aliases`` with it."""
+    keep = np.ones(len(nodes), dtype=bool)
+    for bi, br in enumerate(sg.branches):
+        sel = np.flatnonzero(b == bi)
+        if br.invokes or len(sel) < 2:
+            continue
+        rep = _first_equal(nodes[sel], [fields[f] for f in br.fields.values()])
+        keep[sel] = rep == nodes[sel]
+        aliases.append((s, nodes[sel][~keep[sel]], rep[~keep[sel]]))
+    return keep
+
+
+def _buffer_rows(n_sg: int, sg_a: np.ndarray, node_a: np.ndarray, n: int,
+                 aliases: list[_Alias]) -> tuple[np.ndarray, list[np.ndarray], list[int]]:
+    """Buffer rows per SubGraph, in the sorted order: each invocation's row, each node's row per SubGraph
+    (-1: not invoked; a memoized duplicate shares its representative's), each SubGraph's row count."""
+    pos = []
+    rows = []
+    row_a = np.empty(len(node_a), dtype=np.int64)
+    for s in range(n_sg):
+        sel = np.flatnonzero(sg_a == s)
+        row_a[sel] = np.arange(len(sel))
+        p = np.full(n, -1, dtype=np.int64)
+        p[node_a[sel]] = np.arange(len(sel))
+        pos.append(p)
+        rows.append(len(sel))
+    for s, dup, rep in aliases:
+        pos[s][dup] = pos[s][rep]
+    return row_a, pos, rows
+
+
+def _gathers(br: Branch, nodes: np.ndarray, arity: np.ndarray, subgraphs: list[SubGraph], forest: Forest,
+             pos: list[np.ndarray], rows: list[int],
+             producer: list[np.ndarray]) -> tuple[tuple[Gather, ...], tuple[int, ...]]:
+    """A group's input gathers (one per InvokeOp output: the buffer row of each node's k-th child, the
+    zero sentinel row where absent) and the groups it depends on (the producers of those rows)."""
+    gathers = []
+    deps: set[int] = set()
+    if br.invokes:
+        na = arity[nodes]
+        kmax = int(na.max())
+        cptr = forest.child_ptr[nodes]
+        for op in br.invokes:
+            t = subgraphs.index(op.target)
+            k = op.pad_to if op.pad_to is not None else kmax
+            cols = np.arange(k)
+            valid = cols[None, :] < na[:, None]
+            edge = np.where(valid, cptr[:, None] + cols[None, :], 0)
+            kid = forest.child_idx[edge] if len(forest.child_idx) else np.zeros_like(edge)
+            r = np.where(valid, pos[t][kid], rows[t])
+            deps.update(np.unique(producer[t][r]).tolist())
+            for out, name in op.outputs.items():
+                gathers.append(Gather(t, out, name, r))
+    deps.discard(-1)
+    return tuple(gathers), tuple(sorted(deps))
+

@@ -170,15 +170,10 @@ def parse_ptb(text: str) -> Tree:
     unbounded. Raises :class:`PTBParseError` (an ``InputError``) naming the
     position of an unbalanced bracket, an empty constituent or trailing text.
     """
-    labels: list[str] = []
-    words: list[str | None] = []
-    kids: list[list[int]] = []
-    height: list[int] = []
-    first: list[int] = []
+    nodes = _Nodes()
     # Stack of open brackets: (label, children ids, position of "(")
     stack: list[tuple[str, list[int], int]] = []
     root: int | None = None
-    n_text = len(text)
     expect_label = False
     for m in _TOKEN.finditer(text):
         tok = m.group(1)
@@ -194,50 +189,68 @@ def parse_ptb(text: str) -> Tree:
                 raise PTBParseError("unbalanced ')'", text, start)
             label, children, opened = stack.pop()
             expect_label = False
-            if not children and not label:
-                raise PTBParseError("empty constituent '()'", text, opened)
-            if not children:
-                # "(word)": a leaf without a label.
-                node = len(labels)
-                labels.append("")
-                words.append(label)
-                kids.append([])
-                height.append(0)
-                first.append(node)
-            elif len(children) == 1 and words[children[0]] is not None and not labels[children[0]] and label:
-                # "(LABEL word)": the bracket itself is the leaf.
-                node = children[0]
-                labels[node] = label
-            else:
-                node = len(labels)
-                labels.append(label)
-                words.append(None)
-                kids.append(children)
-                height.append(1 + max(height[c] for c in children))
-                first.append(first[children[0]])
+            node = nodes.close(label, children, text, opened)
             if stack:
                 stack[-1][1].append(node)
             else:
                 root = node
+        elif not stack:
+            raise PTBParseError(f"word {tok!r} outside any bracket", text, start)
+        elif expect_label:
+            stack[-1] = (tok, stack[-1][1], stack[-1][2])
+            expect_label = False
         else:
-            if not stack:
-                raise PTBParseError(f"word {tok!r} outside any bracket", text, start)
-            if expect_label:
-                stack[-1] = (tok, stack[-1][1], stack[-1][2])
-                expect_label = False
-                continue
-            node = len(labels)
-            labels.append("")
-            words.append(tok)
-            kids.append([])
-            height.append(0)
-            first.append(node)
-            stack[-1][1].append(node)
+            stack[-1][1].append(nodes.leaf(tok))
     if stack:
         raise PTBParseError(f"{len(stack)} unclosed '(' (opened here)", text, stack[-1][2])
     if root is None:
-        raise PTBParseError("no tree found", text, n_text)
-    return _finish(labels, words, kids, height, first)
+        raise PTBParseError("no tree found", text, len(text))
+    return _finish(nodes.labels, nodes.words, nodes.kids, nodes.height, nodes.first)
+
+
+class _Nodes:
+    """The nodes :func:`parse_ptb` has made, as columns in parse order (leaves when read, internal nodes
+    when closed), with each node's height and the first node of its subtree."""
+
+    __slots__ = ("first", "height", "kids", "labels", "words")
+
+    def __init__(self) -> None:
+        self.labels: list[str] = []
+        self.words: list[str | None] = []
+        self.kids: list[list[int]] = []
+        self.height: list[int] = []
+        self.first: list[int] = []
+
+    def leaf(self, word: str) -> int:
+        """A new unlabelled leaf; its id."""
+        node = len(self.labels)
+        self.labels.append("")
+        self.words.append(word)
+        self.kids.append([])
+        self.height.append(0)
+        self.first.append(node)
+        return node
+
+    def close(self, label: str, children: list[int], text: str, opened: int) -> int:
+        """The node of a closed bracket (opened at ``opened`` in ``text``); its id.
+
+        ``(word)`` is a leaf without a label; ``(LABEL word)`` labels its word's leaf (the bracket itself is
+        the leaf); anything else is a new internal node. Raises PTBParseError for ``()``.
+        """
+        if not children and not label:
+            raise PTBParseError("empty constituent '()'", text, opened)
+        if not children:
+            return self.leaf(label)
+        if len(children) == 1 and self.words[children[0]] is not None and not self.labels[children[0]] and label:
+            self.labels[children[0]] = label
+            return children[0]
+        node = len(self.labels)
+        self.labels.append(label)
+        self.words.append(None)
+        self.kids.append(children)
+        self.height.append(1 + max(self.height[c] for c in children))
+        self.first.append(self.first[children[0]])
+        return node
 
 
 def _finish(

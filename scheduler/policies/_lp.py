@@ -44,18 +44,7 @@ def minimize(c: np.ndarray, a: np.ndarray, b: np.ndarray, basis: list[int], max_
         ValueError: shapes do not match, ``b`` has a negative entry, or ``basis`` is not the identity.
     """
     m, n = a.shape
-    if c.shape != (n,) or b.shape != (m,) or len(basis) != m:
-        raise ValueError(f"shapes do not match: c {c.shape}, a {a.shape}, b {b.shape}, basis of {len(basis)}")
-    if (b < 0).any():
-        raise ValueError("b must be >= 0 (the starting basis must be feasible)")
-    if not np.array_equal(a[:, basis], np.eye(m)):
-        raise ValueError("the basis columns of a must form the identity matrix")
-    t = np.empty((m + 1, n + 1))
-    t[:m, :n] = a
-    t[:m, n] = b
-    cb = c[basis]
-    t[m, :n] = c - cb @ a          # reduced costs
-    t[m, n] = -(cb @ b)            # minus the objective value
+    t = _tableau(c, a, b, basis)
     basis = list(basis)
     stall = 0
     for _ in range(max_iter):
@@ -88,3 +77,25 @@ def minimize(c: np.ndarray, a: np.ndarray, b: np.ndarray, basis: list[int], max_
     x = np.zeros(n)
     x[basis] = np.maximum(t[:m, n], 0.0)
     return x
+
+
+def _tableau(c: np.ndarray, a: np.ndarray, b: np.ndarray, basis: list[int]) -> np.ndarray:
+    """The starting simplex tableau ``[[a, b], [reduced costs, -objective]]`` of :func:`minimize`'s problem.
+
+    Raises:
+        ValueError: shapes do not match, ``b`` has a negative entry, or ``basis`` is not the identity.
+    """
+    m, n = a.shape
+    if c.shape != (n,) or b.shape != (m,) or len(basis) != m:
+        raise ValueError(f"shapes do not match: c {c.shape}, a {a.shape}, b {b.shape}, basis of {len(basis)}")
+    if (b < 0).any():
+        raise ValueError("b must be >= 0 (the starting basis must be feasible)")
+    if not np.array_equal(a[:, basis], np.eye(m)):
+        raise ValueError("the basis columns of a must form the identity matrix")
+    t = np.empty((m + 1, n + 1))
+    t[:m, :n] = a
+    t[:m, n] = b
+    cb = c[basis]
+    t[m, :n] = c - cb @ a          # reduced costs
+    t[m, n] = -(cb @ b)            # minus the objective value
+    return t

@@ -100,10 +100,38 @@ def plan_shares(demand: Sequence[Demand], est: Latency, local: Sequence[str], cl
     requests (by rate) the plan does not shed. A model no processor can run within its budget is
     left out (the per-request logic drops what cannot make it).
     """
-    cols: list[tuple[int, int]] = []       # (model index, processor index; -1 cloud, -2 shed)
-    cost: list[float] = []
-    rows_local = len(local)
     models = [d for d in demand if d.rate > 0.0]
+    keep, lat_local, lat_cloud = _in_budget(models, est, local, cloud, risky_margin)
+    n = len(keep)
+    if n == 0:
+        return {}, 1.0
+    cols, cost = _variables(keep, lat_local, lat_cloud, cloud_jitter)
+    c_vec, a, b, basis = _constraints(keep, lat_local, lat_cloud, cols, cost, len(local), cloud is not None,
+                                      target, shed_target, cloud_util * cloud_slots)
+    x = minimize(c_vec, a, b, basis)
+    off = [0.0] * n
+    shed = [0.0] * n
+    for j, (ci, p) in enumerate(cols):
+        if p == -1:
+            off[ci] = x[j]
+        elif p == -2:
+            shed[ci] = x[j]
+    _long_models_whole(keep, lat_local, lat_cloud, off, shed, cloud_util * cloud_slots, safe_margin)
+    shares = {}
+    for ci, d in enumerate(keep):
+        o = off[ci] if off[ci] > MIN_SHARE else 0.0
+        s = shed[ci] if shed[ci] > MIN_SHARE else 0.0
+        if o > 0.0 or s > 0.0:
+            shares[d.model] = (min(o, 1.0), min(s, 1.0 - min(o, 1.0)))
+    total = sum(d.rate for d in models)
+    kept = 1.0 - sum(keep[ci].rate * shed[ci] for ci in range(n)) / total if total > 0 else 1.0
+    return shares, kept
+
+
+def _in_budget(models: Sequence[Demand], est: Latency, local: Sequence[str], cloud: str | None,
+               risky_margin: float) -> tuple[list[Demand], list[list[float | None]], list[float | None]]:
+    """The models some processor runs within their budget, and for each its local latencies (None where
+    over budget or unsupported) and its cloud latency (None where over budget with ``risky_margin``)."""
     lat_local: list[list[float | None]] = []
     lat_cloud: list[float | None] = []
     keep: list[Demand] = []
@@ -117,24 +145,38 @@ def plan_shares(demand: Sequence[Demand], est: Latency, local: Sequence[str], cl
         keep.append(d)
         lat_local.append(row)
         lat_cloud.append(cms)
-    n = len(keep)
-    if n == 0:
-        return {}, 1.0
+    return keep, lat_local, lat_cloud
+
+
+def _variables(keep: Sequence[Demand], lat_local: list[list[float | None]], lat_cloud: list[float | None],
+               cloud_jitter: float) -> tuple[list[tuple[int, int]], list[float]]:
+    """The LP's share variables ``(model index, processor index; -1 cloud, -2 shed)`` and their costs."""
+    cols: list[tuple[int, int]] = []
+    cost: list[float] = []
     for c, d in enumerate(keep):
         for p, ms in enumerate(lat_local[c]):
             if ms is not None:
                 cols.append((c, p))
                 cost.append(0.0)
-        if lat_cloud[c] is not None:
+        cms = lat_cloud[c]
+        if cms is not None:
             cols.append((c, -1))
             # cloud slot time, dearer by the odds that the round trip's jitter makes it late
-            cost.append((_W_CLOUD + _W_LOSS * late_odds(lat_cloud[c], d.budget_ms, cloud_jitter))
-                        * d.rate * lat_cloud[c])
+            cost.append((_W_CLOUD + _W_LOSS * late_odds(cms, d.budget_ms, cloud_jitter)) * d.rate * cms)
         cols.append((c, -2))
         cost.append(_W_SHED * d.value * d.rate)
-    n_frac = len(cols)
-    # rows: n equalities (fractions sum to 1), per local processor a hard cap and an overflow row, cloud cap
-    m = n + 2 * rows_local + (1 if cloud is not None else 0)
+    return cols, cost
+
+
+def _constraints(keep: Sequence[Demand], lat_local: list[list[float | None]], lat_cloud: list[float | None],
+                 cols: list[tuple[int, int]], cost: list[float], rows_local: int, has_cloud: bool, target: float,
+                 shed_target: float, cloud_cap: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
+    """``(c, a, b, basis)`` of the LP in :func:`minimize`'s form: the shares, then per local processor an
+    overflow above ``target``, then the slacks of the inequality rows (they and the shed shares are the
+    starting basis). Rows: each model's shares sum to 1; per local processor a hard cap (``shed_target``)
+    and an overflow row; the cloud's slot cap (``cloud_cap``, slot-ms per ms)."""
+    n, n_frac = len(keep), len(cols)
+    m = n + 2 * rows_local + (1 if has_cloud else 0)
     n_over = rows_local
     n_var = n_frac + n_over + (m - n)            # fractions, overflows, slacks of the inequality rows
     a = np.zeros((m, n_var))
@@ -149,54 +191,46 @@ def plan_shares(demand: Sequence[Demand], est: Latency, local: Sequence[str], cl
             basis[ci] = j
         d = keep[ci]
         if p >= 0:
-            w = d.rate * lat_local[ci][p]
+            w = d.rate * lat_local[ci][p]         # type: ignore[operator]  # a column only where supported
             a[n + p, j] = w                       # hard cap row
             a[n + rows_local + p, j] = w          # overflow row
-        elif p == -1 and cloud is not None:
-            a[n + 2 * rows_local, j] = d.rate * lat_cloud[ci]
+        elif p == -1 and has_cloud:
+            a[n + 2 * rows_local, j] = d.rate * lat_cloud[ci]   # type: ignore[operator]
     b[:n] = 1.0
     for p in range(rows_local):
         b[n + p] = shed_target
         b[n + rows_local + p] = target
         a[n + rows_local + p, n_frac + p] = -1.0  # minus the overflow above target
-    if cloud is not None:
-        b[n + 2 * rows_local] = cloud_util * cloud_slots
+    if has_cloud:
+        b[n + 2 * rows_local] = cloud_cap
     for r in range(n, m):
         s = n_frac + n_over + (r - n)
         a[r, s] = 1.0
         basis[r] = s
-    x = minimize(c_vec, a, b, basis)
-    off = [0.0] * n
-    shed = [0.0] * n
-    for j, (ci, p) in enumerate(cols):
-        if p == -1:
-            off[ci] = x[j]
-        elif p == -2:
-            shed[ci] = x[j]
-    # a long model the cloud serves safely goes there whole while the cloud has room: each of its local runs
-    # would hold a (non-preemptive) processor longer than half the budget of another model that needs it
-    room = cloud_util * cloud_slots - sum(keep[ci].rate * lat_cloud[ci] * off[ci] for ci in range(n) if off[ci] > 0)
+    return c_vec, a, b, basis
+
+
+def _long_models_whole(keep: Sequence[Demand], lat_local: list[list[float | None]], lat_cloud: list[float | None],
+                       off: list[float], shed: list[float], cloud_cap: float, safe_margin: float) -> None:
+    """Send a long model the cloud serves safely there whole (``off[ci] = 1``), longest first, while the
+    cloud has room: each of its local runs would hold a (non-preemptive) processor longer than half the
+    budget of another model that needs it."""
+    n = len(keep)
+    room = cloud_cap - sum(keep[ci].rate * lat_cloud[ci] * off[ci]   # type: ignore[operator, misc]
+                           for ci in range(n) if off[ci] > 0)
     run = [min((v for v in row if v is not None), default=0.0) for row in lat_local]
     for ci in sorted(range(n), key=lambda k: -run[k]):
-        if lat_cloud[ci] is None or shed[ci] > MIN_SHARE or off[ci] >= 1.0 - MIN_SHARE \
-                or lat_cloud[ci] * (1.0 + safe_margin) > keep[ci].budget_ms:
+        cms = lat_cloud[ci]
+        if cms is None or shed[ci] > MIN_SHARE or off[ci] >= 1.0 - MIN_SHARE \
+                or cms * (1.0 + safe_margin) > keep[ci].budget_ms:
             continue
         others = [keep[k].budget_ms for k in range(n) if k != ci]
         if not others or run[ci] <= 0.5 * min(others):
             continue
-        extra = keep[ci].rate * lat_cloud[ci] * (1.0 - off[ci])
+        extra = keep[ci].rate * cms * (1.0 - off[ci])
         if extra <= room:
             room -= extra
             off[ci] = 1.0
-    shares = {}
-    for ci, d in enumerate(keep):
-        o = off[ci] if off[ci] > MIN_SHARE else 0.0
-        s = shed[ci] if shed[ci] > MIN_SHARE else 0.0
-        if o > 0.0 or s > 0.0:
-            shares[d.model] = (min(o, 1.0), min(s, 1.0 - min(o, 1.0)))
-    total = sum(d.rate for d in models)
-    kept = 1.0 - sum(keep[ci].rate * shed[ci] for ci in range(n)) / total if total > 0 else 1.0
-    return shares, kept
 
 
 def greedy_utilization(work: Sequence[Sequence[float | None]]) -> float:

@@ -8,24 +8,57 @@ consistent, so the policy's main loop stays one pass. Times are ms.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from scheduler.types import Assignment, RequestView
 
 _INF = float("inf")
 
 
-def swap_slot(req: RequestView, row: list[tuple[int, float]], target: float, last: list[RequestView | None],
-          last_start: list[float], rows: dict[str, list[tuple[int, float]]], ready: list[float], cloud: list[bool],
-          names: list[str], k_local: float, now_ms: float, out: list[Assignment],
-          placed: dict[str, tuple[int, int, float, RequestView]] | None) -> bool:
+class Processors(NamedTuple):
+    """The available processors as one decision sees them, by index (the profile's order)."""
+
+    names: list[str]
+    #: when each can start one more request (ms), counting the claims of the decision so far
+    ready: list[float]
+    is_cloud: list[bool]
+    #: idle slots of a multi-slot processor (the cloud), 0 otherwise
+    free: list[int]
+    slots: list[int]
+    local: list[str]
+    cloud_name: str | None
+    cloud_slots: int
+
+
+class Work(NamedTuple):
+    """One decision's working state, shared with the slot moves of :mod:`~scheduler.policies._slots`."""
+
+    #: each processor's ready time without this decision's claims (ms)
+    base: list[float]
+    #: the assignments so far
+    out: list[Assignment]
+    #: stream -> (index in out, or -1 for a claim; processor index; expected finish; request); None: no supersede
+    placed: dict[str, tuple[int, int, float, RequestView]] | None
+    #: per local processor: the request it was last given in this decision and its start (ms)
+    last: list[RequestView | None]
+    last_start: list[float]
+    #: model -> [(processor index, expected ms)] over the processors that run it
+    rows: dict[str, list[tuple[int, float]]]
+
+
+def swap_slot(req: RequestView, row: list[tuple[int, float]], target: float, work: Work, procs: Processors, *,
+              k_local: float, now_ms: float) -> bool:
     """Give ``req`` a local processor's latest placement of this decision when its holder fits elsewhere.
 
     ``req`` takes processor i from its holder's start if it then makes ``target`` with headroom, and the
     holder (a more urgent request: EDF placed it first) moves to the local processor where it finishes
     first, also with headroom; of several such i, the one where ``req`` finishes first. Only the latest
     placement on each processor can move (nothing placed after it depends on its finish). Returns True
-    when it swapped, with ``out``, ``ready``, ``last`` and ``placed`` updated. Rarely called (only for a
+    when it swapped, with ``work`` (out, last, placed) and ``procs.ready`` updated. Rarely called (only for a
     request about to miss), so it recomputes what the hot path does not store.
     """
+    last, last_start, rows, out, placed = work.last, work.last_start, work.rows, work.out, work.placed
+    names, ready, cloud = procs.names, procs.ready, procs.is_cloud
     best_f, best_i, best_j, best_fr = _INF, -1, -1, _INF
     for i, ms in row:
         held = last[i]

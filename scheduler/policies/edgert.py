@@ -93,13 +93,16 @@ snapshot gives one answer. Times are ms.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from scheduler.policies._overload import CLOUD, LOCAL, SHED, OverloadPlan
-from scheduler.policies._slots import swap_slot, take_older_slot
-from scheduler.types import Assignment, RequestView, SchedulerView
+from scheduler.policies._slots import Processors, Work, swap_slot, take_older_slot
+from scheduler.estimator import LatencyEstimator
+from scheduler.types import Assignment, LatencyModel, ProcessorView, RequestView, SchedulerView
 
 _INF = float("inf")
+_new = tuple.__new__   # a NamedTuple built without its Python-level __new__ (3x faster)
 #: how the reason of a request the overload plan sheds on arrival begins (benchmarks count them by it)
 SHED_REASON = "shed under overload"
 
@@ -157,166 +160,212 @@ class EdgertPolicy:
         self.plan = OverloadPlan(risky_margin=risky_margin, **plan_options)
 
     def decide(self, view: SchedulerView, now_ms: float) -> list[Assignment]:
-        """Assign what should start now, drop the hopeless, leave the rest pending; see the module doc."""
+        """Assign what should start now, drop the hopeless, leave the rest pending; see the module doc.
+
+        The steps: the processors' table (:func:`_processor_table`); rate tracking and planning (the
+        overload plan's ``update``); the window of the most urgent requests; placement (:meth:`_place`:
+        each one's fate under the plan, where it would finish, the choice, the claim).
+        """
         pending = view.pending
         if not pending:
             return []
         est = view.estimator.expected_ms
-        names: list[str] = []
-        ready: list[float] = []
-        cloud: list[bool] = []
-        free: list[int] = []      # idle slots of a multi-slot processor (the cloud), 0 otherwise
-        slots: list[int] = []
-        local: list[str] = []
-        cloud_name: str | None = None
-        cloud_slots = 0
-        for p in view.processors:
-            if p.available:
-                names.append(p.name)
-                b = p.busy_until_ms
-                c = p.kind == "cloud"
-                cloud.append(c)
-                if c:
-                    cloud_name, cloud_slots = p.name, p.slots
-                else:
-                    local.append(p.name)
-                if p.slots > 1:
-                    free.append(p.free_slots)
-                    slots.append(p.slots)
-                    ready.append(now_ms if p.free_slots > 0 else
-                                 (b if b > now_ms else now_ms) + p.queued_ms / p.slots)
-                else:
-                    free.append(0)
-                    slots.append(1)
-                    ready.append((b if b > now_ms else now_ms) + p.queued_ms)
-        plan = self.plan
-        fates = plan.fates
-        use_plan = self.use_plan
-        if use_plan:
-            plan.update(pending, now_ms, est, local, cloud_name, cloud_slots)
-        whole = plan.whole if use_plan else ()
-        reserved = plan.reserved if use_plan else None
-        # a local run longer than this (ms) holds a processor a tight stream needs, while overloaded
-        overloaded = use_plan and plan.overloaded
-        long_ms = 0.5 * plan.tight_ms if overloaded else _INF
-        base = ready[:]          # without this decision's claims
-        n_proc = len(names)
-        rows: dict[str, list[tuple[int, float]]] = {}
-        k_local = 1.0 + self.margin
-        cm = self.cloud_margin
-        rm = self.risky_margin
-        guard = self.guard_ms
-        slack = self.eft_slack
-        supersede = self.supersede
-        # stream -> (index in out, or -1 for a claim; processor index; expected finish; request)
-        placed: dict[str, tuple[int, int, float, RequestView]] = {}
-        out: list[Assignment] = []
-        # per local processor: the request it was last given in this decision and its start (ms), for swap_slot
-        last: list[RequestView | None] = [None] * n_proc
-        last_start = [0.0] * n_proc
-
-        if len(pending) > self.window:   # nsmallest is sorted(...)[:n], stable: ties keep arrival order
+        procs = _processor_table(view.processors, now_ms)
+        if self.use_plan:
+            self.plan.update(pending, now_ms, est, procs.local, procs.cloud_name, procs.cloud_slots)
+        ordered: Sequence[RequestView]
+        if len(pending) > self.window:   # the most urgent first; nsmallest is sorted(...)[:n], stable
             ordered = heapq.nsmallest(self.window, pending, key=_urgency)
         else:
             ordered = sorted(pending, key=_urgency) if len(pending) > 1 else pending
+        return self._place(ordered, procs, view.estimator, now_ms)
+
+    def _place(self, ordered: Sequence[RequestView], procs: Processors, estimator: LatencyModel,
+               now_ms: float) -> list[Assignment]:
+        """Place each request (most urgent first) where it is served best, counting the processor time that
+        more urgent ones claimed in this decision: its fate under the plan, the processors that run it and
+        when each would finish it, the choice (offload, free now, late dispatch, swap, cloud, give up), the
+        claim. One loop on purpose: a function call per request would cost 5 % of a decision."""
+        names, ready, is_cloud, free, slots, _, _, _ = procs
+        plan, use_plan = self.plan, self.use_plan
+        known_fates, whole = plan.fates, plan.whole
+        reserved = plan.reserved if use_plan else None
+        overloaded = use_plan and plan.overloaded
+        long_ms = 0.5 * plan.tight_ms if overloaded else _INF   # a longer local run holds a tight stream's processor
+        k_local, cloud_margin, risky_margin = 1.0 + self.margin, self.cloud_margin, self.risky_margin
+        lookup = estimator.ema_table().get if type(estimator) is LatencyEstimator else None
+        base, out, last_start = ready[:], [], [0.0] * len(names)   # the decision's state: see Work
+        placed: dict[str, tuple[int, int, float, RequestView]] | None = {} if self.supersede else None
+        last: list[RequestView | None] = [None] * len(names)
+        rows: dict[str, list[tuple[int, float]]] = {}
         for req in ordered:
-            fate = 0
-            if use_plan:
-                fate = fates.get(req.id)
+            rid, model, _, deadline, stream, _, downstream_ms, allowed = req   # faster than 7 attribute reads
+            fate: int | None = LOCAL
+            if use_plan:                                  # the plan's fate, fixed when the request is first seen
+                fate = known_fates.get(rid)
                 if fate is None:
                     fate = plan.fate(req)
                 if fate == SHED:
-                    out.append(Assignment.drop(req.id, _shed(req.model, plan.utilization)))
+                    out.append(Assignment.drop(rid, _shed(model, plan.utilization)))
                     continue
-                if fate == LOCAL and req.model in whole:
+                if fate == LOCAL and model in whole:
                     fate = CLOUD     # seen before the plan sent its whole model to the cloud: it goes too
-            model = req.model
-            row = rows.get(model)
+            row = rows.get(model)                         # [(processor index, expected ms)]
             if row is None:
-                row = rows[model] = [(i, ms) for i in range(n_proc)
-                                     if (ms := est(model, names[i])) is not None]
-            if req.allowed is not None:
-                row = [(i, ms) for i, ms in row if names[i] in req.allowed]
+                row = rows[model] = _row(lookup, estimator, model, names)
+            if allowed is not None:
+                row = [(i, ms) for i, ms in row if names[i] in allowed]
             if not row:
-                out.append(Assignment.drop(req.id, _unsupported(req)))
+                out.append(Assignment.drop(rid, _unsupported(req)))
                 continue
-            deadline = req.deadline_ms
-            if deadline == _INF and ready and min(ready) > now_ms:
+            if deadline == _INF and min(ready) > now_ms:
                 continue  # best-effort work (it sorts last) and nothing can start now: it waits
-            target = deadline - req.downstream_ms
+            target = deadline - downstream_ms
             # earliest local finish; earliest among local processors free now that make it; earliest cloud
-            li, lf, ii, iff, ci, cf, cms = -1, _INF, -1, _INF, -1, _INF, 0.0
+            local, local_f, idle, idle_f, cloud, cloud_f, cloud_ms = -1, _INF, -1, _INF, -1, _INF, 0.0
             for i, ms in row:
                 start = ready[i]
                 f = start + ms
-                if cloud[i]:
-                    if f < cf:
-                        ci, cf, cms = i, f, ms
+                if is_cloud[i]:
+                    if f < cloud_f:
+                        cloud, cloud_f, cloud_ms = i, f, ms
                     continue
-                if f < lf:
-                    li, lf = i, f
-                if start <= now_ms and f < iff and start + k_local * ms <= target:
-                    ii, iff = i, f
-            if fate == CLOUD and ci >= 0 and ready[ci] <= now_ms and cf + rm * cms <= target:
-                pick, finish = ci, cf                     # planned offload, a cloud slot is free now
-            elif overloaded and long_ms < lf - ready[li] and li >= 0 and ci >= 0 and ready[ci] <= now_ms \
-                    and cf + cm * cms <= target:
-                pick, finish = ci, cf                     # a long run would hold a tight stream's processor
-            elif ii >= 0 and (li == ii or ready[li] + k_local * (lf - ready[li]) > target
-                              or lf + slack * (lf - ready[li]) >= iff):
-                pick, finish = ii, iff                    # free now and in time (no much faster wait)
-                if reserved:
-                    r = reserved.get(names[ii])
-                    if r is not None and r[0] != model and target - now_ms > 2.0 * r[1]:
-                        # a request with time to spare leaves a tighter stream's fastest processor to it
-                        # when another one finishes it in time (now, or after a wait: a claim)
-                        for i, ms in row:
-                            if cloud[i] or i == ii:
-                                continue
-                            q = reserved.get(names[i])
-                            if q is not None and q[0] != model:
-                                continue
-                            st = ready[i]
-                            if st + k_local * ms <= target and (pick == ii or st + ms < finish):
-                                pick, finish = i, st + ms
-            elif li >= 0 and (fm := ready[li] + k_local * (lf - ready[li])) <= target:
-                pick, finish = li, lf                     # in time after a wait: claim
-                if ci >= 0 and target - guard < cf + cm * cms <= target and (
-                        ready[li] - now_ms >= target - fm or lf - ready[li] > long_ms):
-                    pick, finish = ci, cf                 # ... unless the cloud's last safe moment is now and
+                if f < local_f:
+                    local, local_f = i, f
+                if start <= now_ms and f < idle_f and start + k_local * ms <= target:
+                    idle, idle_f = i, f
+            local_ms = local_f - ready[local]             # the earliest local finish's run time
+            if fate == CLOUD and cloud >= 0 and ready[cloud] <= now_ms and cloud_f + risky_margin * cloud_ms <= target \
+                    or overloaded and long_ms < local_ms and local >= 0 and cloud >= 0 and ready[cloud] <= now_ms \
+                    and cloud_f + cloud_margin * cloud_ms <= target:
+                pick, finish = cloud, cloud_f   # planned offload, or a long run would hold a tight stream's processor
+            elif idle >= 0 and (local == idle or ready[local] + k_local * local_ms > target
+                                or local_f + self.eft_slack * local_ms >= idle_f):
+                pick, finish = idle, idle_f               # free now and in time (no much faster wait)
+                if reserved and (held := reserved.get(names[idle])) is not None and held[0] != model \
+                        and target - now_ms > 2.0 * held[1]:
+                    pick, finish = _leave_to_tighter_stream(model, row, idle, idle_f, target, reserved, procs, k_local)
+            elif local >= 0 and (fm := ready[local] + k_local * local_ms) <= target:
+                pick, finish = local, local_f             # in time after a wait: claim ...
+                if cloud >= 0 and target - self.guard_ms < cloud_f + cloud_margin * cloud_ms <= target and (
+                        ready[local] - now_ms >= target - fm or local_ms > long_ms):
+                    pick, finish = cloud, cloud_f         # ... unless the cloud's last safe moment is now and
                                                           # the claim is fragile (its wait >= its slack) or long
-            elif li >= 0 and swap_slot(req, row, target, last, last_start, rows, ready, cloud, names, k_local, now_ms,
-                                   out, placed if supersede else None):
-                continue                                  # took a slot whose holder moves elsewhere in time
-            elif cf <= target:
-                pick, finish = ci, cf                     # no local processor makes it: cloud
-            elif lf <= deadline or cf <= deadline:
-                pick, finish = (li, lf) if lf <= cf else (ci, cf)   # own deadline, not its cascade's
+            elif (choice := _late_choice(req, row, target, (local, local_f, cloud, cloud_f), procs, k_local, now_ms,
+                                         _new(Work, (base, out, placed, last, last_start, rows)))) is not None:
+                pick, finish = choice                     # no local processor makes it in time, even after a wait
             else:
-                if supersede and take_older_slot(req, placed, out, names, deadline, last):
-                    continue
-                own = min(base[i] + ms for i, ms in row)
-                if own > deadline:
-                    out.append(Assignment.drop(req.id, _late(own, deadline)))
-                continue   # could make it but for more urgent claims: stays pending, claims nothing
-            start = ready[pick]
-            last[pick] = req
-            last_start[pick] = start
-            if free[pick] > 0:                            # a free slot of a multi-slot processor
-                free[pick] -= 1
-                if free[pick] == 0:
-                    ready[pick] = finish
-            elif slots[pick] > 1:
-                ready[pick] = start + (finish - start) / slots[pick]
-            else:
-                ready[pick] = finish
+                continue                                  # swapped, superseded, dropped or left pending
+            start = ready[pick]                           # the claim
+            last[pick], last_start[pick] = req, start
+            ready[pick] = finish if slots[pick] == 1 else _slot_ready(pick, start, finish, ready, free, slots)
             if start <= now_ms:
-                if supersede:
-                    placed[req.stream or model] = (len(out), pick, finish, req)
-                out.append(Assignment(req.id, names[pick]))
-            elif supersede:
-                placed[req.stream or model] = (-1, pick, finish, req)
+                if placed is not None:
+                    placed[stream or model] = (len(out), pick, finish, req)
+                out.append(Assignment(rid, names[pick]))
+            elif placed is not None:
+                placed[stream or model] = (-1, pick, finish, req)
         return out
+
+
+def _processor_table(processors: Sequence[ProcessorView], now_ms: float) -> Processors:
+    """The available processors' table; a processor is ready when it could start one more request."""
+    names: list[str] = []
+    ready: list[float] = []
+    is_cloud: list[bool] = []
+    free: list[int] = []
+    slots: list[int] = []
+    local: list[str] = []
+    cloud_name: str | None = None
+    cloud_slots = 0
+    for name, kind, b, queued_ms, _, available, n_slots, free_slots in processors:   # faster than attributes
+        if available:
+            names.append(name)
+            c = kind == "cloud"
+            is_cloud.append(c)
+            if c:
+                cloud_name, cloud_slots = name, n_slots
+            else:
+                local.append(name)
+            if n_slots > 1:
+                free.append(free_slots)
+                slots.append(n_slots)
+                ready.append(now_ms if free_slots > 0 else (b if b > now_ms else now_ms) + queued_ms / n_slots)
+            else:
+                free.append(0)
+                slots.append(1)
+                ready.append((b if b > now_ms else now_ms) + queued_ms)
+    return _new(Processors, (names, ready, is_cloud, free, slots, local, cloud_name, cloud_slots))
+
+
+def _row(lookup: Callable[[tuple[str, str]], float | None] | None, estimator: LatencyModel, model: str,
+         names: list[str]) -> list[tuple[int, float]]:
+    """``[(processor index, expected ms)]`` over the processors that run ``model``.
+
+    ``lookup``: a :class:`LatencyEstimator`'s table's ``get``, what its ``expected_ms`` reads (a decision
+    builds a row per model with a lookup per processor: the method calls cost a twentieth of a decision).
+    """
+    if lookup is not None:
+        return [(i, ms) for i, name in enumerate(names) if (ms := lookup((model, name))) is not None]
+    est = estimator.expected_ms
+    return [(i, ms) for i in range(len(names)) if (ms := est(model, names[i])) is not None]
+
+
+def _leave_to_tighter_stream(model: str, row: list[tuple[int, float]], idle: int, idle_f: float, target: float,
+                             reserved: dict[str, tuple[str, float]], procs: Processors,
+                             k_local: float) -> tuple[int, float]:
+    """``(processor, finish)`` for a request with time to spare that would take processor ``idle``, the
+    fastest one of a tighter stream: another local processor that finishes it in time (now, or after a
+    wait: a claim) and is no other stream's, the earliest such finish; else ``idle`` itself."""
+    names, ready, is_cloud = procs.names, procs.ready, procs.is_cloud
+    pick, finish = idle, idle_f
+    for i, ms in row:
+        if is_cloud[i] or i == idle:
+            continue
+        q = reserved.get(names[i])
+        if q is not None and q[0] != model:
+            continue
+        st = ready[i]
+        if st + k_local * ms <= target and (pick == idle or st + ms < finish):
+            pick, finish = i, st + ms
+    return pick, finish
+
+
+def _slot_ready(pick: int, start: float, finish: float, ready: list[float], free: list[int],
+                slots: list[int]) -> float:
+    """A multi-slot processor's ready time once it is given a request from ``start`` to ``finish``."""
+    if free[pick] > 0:                # a free slot: the processor is ready again while one stays free
+        free[pick] -= 1
+        return finish if free[pick] == 0 else ready[pick]
+    return start + (finish - start) / slots[pick]
+
+
+def _late_choice(req: RequestView, row: list[tuple[int, float]], target: float,
+                 earliest: tuple[int, float, int, float], procs: Processors, k_local: float, now_ms: float,
+                 work: Work) -> tuple[int, float] | None:
+    """For a request no local processor serves by its effective deadline ``target``, even after a wait:
+    ``(processor, finish)`` to claim, or None when it was settled here or stays pending.
+
+    In order: take a more urgent request's local slot when that one fits elsewhere (:func:`swap_slot`);
+    the cloud when it makes ``target``; the earliest finish when it makes the request's own deadline
+    (not its cascade's); the slot of an older frame of its stream (supersede); a drop when even a
+    processor to itself would finish it late; else it stays pending, claiming nothing.
+    ``earliest``: ``(local, local_f, cloud, cloud_f)``, the earliest local and cloud finishes (index -1: none).
+    """
+    local, local_f, cloud, cloud_f = earliest
+    if local >= 0 and swap_slot(req, row, target, work, procs, k_local=k_local, now_ms=now_ms):
+        return None                                   # took a slot whose holder moves elsewhere in time
+    if cloud_f <= target:
+        return cloud, cloud_f
+    deadline = req.deadline_ms
+    if local_f <= deadline or cloud_f <= deadline:
+        return (local, local_f) if local_f <= cloud_f else (cloud, cloud_f)
+    if work.placed is not None and take_older_slot(req, work.placed, work.out, procs.names, deadline, work.last):
+        return None
+    own = min(work.base[i] + ms for i, ms in row)
+    if own > deadline:
+        work.out.append(Assignment.drop(req.id, _late(own, deadline)))
+    return None
 
 
 def _urgency(r: RequestView) -> float:

@@ -8,10 +8,11 @@ Public names (re-exported here; the code lives in the submodules)::
     res.summary()      # DESIGN.md §5 keys + realtime_score
     res.records        # list[scheduler.timeline.RequestRecord]
 
-Modules: :mod:`~scheduler.sim.kernel` (event loop), :mod:`~scheduler.sim.workload`
+Modules: :mod:`~scheduler.sim.workload`
 (XRBench scenarios, load, bursts), :mod:`~scheduler.sim.columns` (the workload's
 numpy columns and its requests as objects), :mod:`~scheduler.sim.trace` (JSONL
-traces), :mod:`~scheduler.sim.driver` (the policy driver and latency model),
+traces), :mod:`~scheduler.sim.driver` (the event loop and policy driver),
+:mod:`~scheduler.sim.latency` (processors, run times, hand-offs),
 :mod:`~scheduler.sim.processor` (a simulated processor and its view),
 :mod:`~scheduler.sim.metrics` (outcome columns, summary figures),
 :mod:`~scheduler.sim.profiles` (shipped device profiles), :mod:`~scheduler.sim.run`
@@ -19,7 +20,6 @@ traces), :mod:`~scheduler.sim.driver` (the policy driver and latency model),
 """
 
 from scheduler.sim.driver import LEFT_UNPLACED, Simulation, left_unplaced
-from scheduler.sim.kernel import EventLoop
 from scheduler.sim.metrics import realtime_score
 from scheduler.sim.profiles import load_profile, profile_names
 from scheduler.sim.run import DEFAULT_DURATION_S, SimConfig, SimResult, run_simulation
@@ -34,7 +34,7 @@ from scheduler.sim.workload import (
 )
 
 __all__ = [
-    "DEFAULT_DURATION_S", "LEFT_UNPLACED", "SCENARIOS", "Burst", "EventLoop", "SimConfig", "SimResult",
+    "DEFAULT_DURATION_S", "LEFT_UNPLACED", "SCENARIOS", "Burst", "SimConfig", "SimResult",
     "Simulation", "Stream", "Workload", "build_scenario", "left_unplaced", "load_profile", "parse_trace", "profile_names",
     "read_trace", "realtime_score", "run_simulation", "scenario_names", "write_trace",
 ]

@@ -19,34 +19,19 @@ The contract (``scheduler/types.py``), as this driver implements it:
   processor (supports its model, available) is idle is dropped with the
   live runtime's reason (:func:`left_unplaced`).
 
-Event order. The loop is the kernel's ``(time, priority, seq)`` order
-(:mod:`~scheduler.sim.kernel`) fused into one function for speed: the heap
-holds only completions, ``(end_ms, seq, request id)``; root arrivals come
-from the workload's sorted columns; at each instant, completions run first
-(priority 0, FIFO by ``seq``), then arrivals (priority 1), then one decision
-(priority 2). A start at an instant whose run takes 0 ms completes at that
-same instant, in a second round.
+Event order: ``(time, priority, seq)``, in one loop (:meth:`Simulation._event_loop`;
+a handler call per event would cost more than the rest of a request's
+bookkeeping): the heap holds only completions, ``(end_ms, seq, request
+id)``; root arrivals come from the workload's sorted columns; at each
+instant, completions run first (priority 0, FIFO by ``seq``), then arrivals
+(priority 1), then one decision (priority 2, :meth:`Simulation._decision_step`).
+A run that starts at an instant and takes 0 ms completes at that same instant.
 
-Latency model: a run of ``model`` on processor ``p`` takes the profile's
-mean ``latency_ms[model][p]`` times a seeded log-normal factor with mean 1
-and ``sigma`` = ``noise``. Where the profile also gives ``latency_p90_ms``
-(as ``edgert profile`` does, with ``latency_ms`` its p50), the run time is the
-log-normal whose median is ``latency_ms`` and whose 90th percentile is
-``latency_p90_ms``. One standard-normal draw per request (seeded,
-``default_rng([seed, 4])``, in bulk), so a request's draw does not depend on
-where it runs. The cloud is one processor of kind ``"cloud"`` with
-``cloud_slots`` parallel server slots; a run takes ``(rtt_ms + server
-latency) × factor + input/output bytes over the link`` (``CloudSpec``; the
-factor's sigma is ``cloud_noise``, network jitter). Each slot has its own
-link (the uplink is not shared between slots).
-
-``dispatch_ms`` (default 0) models a driver's hand-off: a processor given a
-request is busy from that instant but starts running it ``dispatch_ms``
-later (the live runtime's thread wake-up; the fidelity benchmark measures it).
-It is one number, or samples of a measured hand-off (ms) from which each
-request draws its own (seeded): a live runtime's wake-up is mostly a fraction
-of a ms with a tail of a few ms (the thread waits for the GIL or the host's
-scheduler), and the tail is what moves a short model's median.
+Latency model (:mod:`~scheduler.sim.latency`): each run's time is the profile's latency times a
+seeded log-normal factor (plus the cloud's transfer), and a hand-off delay (``dispatch_ms``) may pass
+between a processor taking a request and running it. Both are applied in one place, the run's start
+step (:meth:`Simulation._start_step`), whichever way the request got there: straight from a decision
+to a free processor, or from the head of a processor's queue when a run ends.
 
 A :class:`ProcessorView` is built as the live runtime builds it
 (``Runtime._view``): ``busy_until_ms`` 0 while a slot is free, else the
@@ -69,19 +54,23 @@ import numpy as np
 from scheduler.errors import EdgeRTError, TraceError
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import DeviceProfile
-from scheduler.sim._views import scheduler_view
 from scheduler.sim.columns import Workload, arrival_groups, downstream_ms
+from scheduler.sim.latency import bind_latencies, hand_offs, latency_table, make_processors
 from scheduler.sim.metrics import Outcome
 from scheduler.sim.processor import SimProcessor
-from scheduler.types import Policy, ProcessorView, RequestView
+from scheduler.types import Policy, ProcessorView, RequestView, SchedulerView
 
 #: The drop reason for a request a decision left pending while every processor that could run it was
 #: idle; the live runtime's wording (``edgert/runtime.py``), formatted by :func:`left_unplaced`.
 LEFT_UNPLACED = "left unplaced by scheduler {name!r} while every processor that could run it was idle"
 
-_Z90 = 1.2815515655446004   # standard normal 90th percentile
 _OK, _LATE, _DROPPED = 0, 1, 2   # codes into scheduler.timeline.STATUSES
 _NAN = math.nan
+_new = tuple.__new__   # RequestView / SchedulerView built in C (see scheduler.sim._views)
+
+#: ``start_run(p, rid, p.lat[model code], now)`` starts request ``rid`` on processor ``p`` at ``now`` (ms);
+#: see :meth:`Simulation._start_step`
+StartStep = Callable[[SimProcessor, int, tuple[float, float, list[float]], float], None]
 
 
 def left_unplaced(policy_name: str) -> str:
@@ -89,82 +78,46 @@ def left_unplaced(policy_name: str) -> str:
     return LEFT_UNPLACED.format(name=policy_name)
 
 
+def _firing_children(wl: Workload) -> list[list[int] | None]:
+    """By request id: its cascade stages that fire, in id order (None: none)."""
+    children: list[list[int] | None] = [None] * len(wl)
+    parent = wl.parent
+    kids = np.flatnonzero((parent >= 0) & wl.fires)
+    for c, pa in zip(kids.tolist(), parent[kids].tolist()):
+        got = children[pa]
+        if got is None:
+            children[pa] = [c]
+        else:
+            got.append(c)
+    return children
+
+
 class Simulation:
     """One run: a workload on a profile under a policy. Build it, call :meth:`run`, read :meth:`outcome`.
 
     Raises (from the constructor, before anything runs):
+        ValueError: a negative ``dispatch_ms``.
         TraceError: a model of the workload that the profile lacks, or that no processor supports.
     """
 
     def __init__(self, workload: Workload, profile: DeviceProfile, policy: Policy, *, seed: int = 0,
                  noise: float = 0.1, cloud_noise: float = 0.2, offload: bool = True, cloud_slots: int = 4,
                  dispatch_ms: float | Sequence[float] = 0.0) -> None:
-        try:
-            hand = np.atleast_1d(np.asarray(dispatch_ms, np.float64))
-        except (TypeError, ValueError):
-            hand = np.empty(0)
-        if hand.ndim != 1 or not hand.size or not bool((hand >= 0.0).all()):
-            raise ValueError(f"dispatch_ms must be >= 0 ms, or a non-empty sequence of such samples; "
-                             f"got {dispatch_ms!r}")
+        #: by request id: its hand-off delay (ms)
+        self._hand = hand_offs(dispatch_ms, len(workload), seed)
         self.workload = workload
         self.profile = profile
         self.policy = policy
         self.policy_name: str = getattr(policy, "name", type(policy).__name__)
-        #: by request id: its hand-off delay (ms)
-        self._hand: list[float] = ([float(hand[0])] * len(workload) if hand.size == 1 else
-                                   hand[np.random.default_rng([seed, 5]).integers(0, hand.size, len(workload))]
-                                   .tolist())
-        procs = [SimProcessor(p.name, p.kind, cloud_slots if p.kind == "cloud" else 1) for p in profile.processors]
-        cloud = profile.cloud if offload else None
-        if not offload:
-            procs = [p for p in procs if p.kind != "cloud"]
-        if cloud is not None and not any(p.kind == "cloud" for p in procs):
-            procs.append(SimProcessor("cloud", "cloud", cloud_slots))
-        for i, p in enumerate(procs):
-            p.index = i
-        self.processors = procs
+        self.processors = procs = make_processors(profile, offload, cloud_slots)
         self.by_name = {p.name: p for p in procs}
-        # latency table: (model, proc) -> (mean_ms, sigma, extra_ms); extra is not scaled by noise
-        lat: dict[tuple[str, str], tuple[float, float, float]] = {}
-        table: dict[str, dict[str, float]] = {}
-        for model, row in profile.latency_ms.items():
-            for pname, ms in row.items():
-                if pname not in self.by_name:
-                    continue
-                p90 = profile.latency_p90_ms.get(model, {}).get(pname)
-                if p90 is not None and ms > 0:
-                    # latency_ms is the median (what `edgert profile` writes as p50): log-normal through both
-                    sigma = max(0.0, math.log(p90 / ms)) / _Z90
-                    lat[(model, pname)] = (ms * math.exp(0.5 * sigma * sigma), sigma, 0.0)
-                else:
-                    lat[(model, pname)] = (ms, noise, 0.0)
-                table.setdefault(model, {})[pname] = ms
-        if cloud is not None:
-            cname = next(p.name for p in procs if p.kind == "cloud")
-            for model, server in cloud.latency_ms.items():
-                total = cloud.expected_ms(model)
-                assert total is not None
-                transfer = total - cloud.rtt_ms - server
-                lat[(model, cname)] = (cloud.rtt_ms + server, cloud_noise, transfer)
-                table.setdefault(model, {})[cname] = total
+        lat, table = latency_table(profile, procs, noise, cloud_noise, profile.cloud if offload else None)
         self.estimator = LatencyEstimator(alpha=0.1, seed=table)
         self._validate(table)
         models = workload.models
-        code = {m: i for i, m in enumerate(models)}
         #: by model code: the processors that can run it (for the "left unplaced" sweep)
         self._cands = [[self.by_name[p] for p in table[m]] for m in models]
-        z = np.random.default_rng([seed, 4]).standard_normal(len(workload))
-        factors: dict[float, list[float]] = {}
-        for p in procs:
-            p.lat = [None] * len(models)
-            p.keys = [(m, p.name) for m in models]
-        for (model, pname), (mean, sigma, extra) in lat.items():
-            if model not in code:
-                continue
-            f = factors.get(sigma)
-            if f is None:
-                f = factors[sigma] = np.exp(sigma * z - 0.5 * sigma * sigma).tolist()
-            self.by_name[pname].lat[code[model]] = (mean, extra, f)
+        bind_latencies(procs, lat, models, seed, len(workload))
         best = np.array([min(table[m].values()) for m in models], np.float64)
         self._downstream = downstream_ms(workload, best)
         self.now_ms = 0.0
@@ -196,63 +149,51 @@ class Simulation:
             EdgeRTError: the policy named a request that is not pending, or placed one on a processor
                 that does not exist or cannot run it (a policy bug; never silently fixed up).
         """
-        wl = self.workload
-        n = len(wl)
-        models, streams = wl.models, wl.streams
-        mcode = wl.model.tolist()
-        mname = [models[c] for c in mcode]
-        sname = [streams[c] for c in wl.stream.tolist()]
-        frame = wl.frame.tolist()
-        deadline = (wl.t_ms + wl.slo_ms).tolist()
-        down = self._downstream
-        fires = wl.fires
-        # firing cascade stages of each request, in id order
-        children: list[list[int] | None] = [None] * n
-        parent = wl.parent
-        kids = np.flatnonzero((parent >= 0) & fires)
-        for c, pa in zip(kids.tolist(), parent[kids].tolist()):
-            if children[pa] is None:
-                children[pa] = [c]
-            else:
-                children[pa].append(c)
-        group_t, group_ids = arrival_groups(wl)
-        n_groups = len(group_t)
-        inf = math.inf
-        self._ready = ready = [_NAN] * n
-        self._start = start = [_NAN] * n
-        self._end = end = [_NAN] * n
+        n = len(self.workload)
+        self._ready = [_NAN] * n
+        self._start = [_NAN] * n
+        self._end = [_NAN] * n
         self._dropped = bytearray(n)   # 1 = dropped; a request that ran is ok or late by its end
-        proc: list[SimProcessor | None] = [None] * n
-        self._proc = proc
+        self._proc: list[SimProcessor | None] = [None] * n
         self._reasons: dict[int, str] = {}
-        self._done = done = []
-        self._children = children
-        pending: dict[int, object] = {}
-        self._pending = pending
-        procs = self.processors
-        by_name = self.by_name
-        cands = self._cands
-        est = self.estimator
-        ema, alpha = est.ema_table(), est.alpha   # update() inlined: every (model, processor) that runs is seeded
-        decide = self.policy.decide
-        pname = self.policy_name
-        unplaced = left_unplaced(pname)
-        dropped_by = f"dropped by scheduler {pname!r}"
-        hand = self._hand
-        heap: list[tuple[float, int, int]] = []
-        push, pop = heappush, heappop
-        done_append = done.append
-        tnew, RV = tuple.__new__, RequestView   # RequestView(...) built in C (see scheduler.sim._views)
-        seq = 0
-        gi = 0
-        ta = group_t[0] if n_groups else inf   # time of the next root arrival group
-        pv: list[ProcessorView] = [p.idle_view for p in procs]   # the views, rebuilt where stale
-        pviews = tuple(pv)
-        stale: list[SimProcessor] = []          # processors whose state changed since the last decision
-        for p in procs:
+        self._done: list[int] = []
+        self._children = _firing_children(self.workload)
+        self._pending: dict[int, RequestView] = {}
+        self._heap: list[tuple[float, int, int]] = []   # completions: (end ms, seq, request id)
+        self._stale: list[SimProcessor] = []              # processors whose view changed since the last decision
+        self._mcode: list[int] = self.workload.model.tolist()   # by request id: its model's code
+        for p in self.processors:
             p.view = p.idle_view
-        decisions = 0
-        now = 0.0
+        try:
+            self._event_loop(on_tick, tick_every)
+        except Exception as exc:
+            exc.add_note(f"raised at simulated t = {self.now_ms:.3f} ms")
+            raise
+        if self._pending:   # cannot happen under the contract; never lose a request silently
+            raise EdgeRTError(f"{len(self._pending)} request(s) still pending when the simulation ran out of events")
+        self._tally()
+
+    def _request_columns(self) -> tuple[list[int], list[str], list[str], list[int], list[float], list[float]]:
+        """By request id: model code, model, stream, frame, deadline (ms), downstream (ms)."""
+        wl = self.workload
+        mcode = self._mcode
+        models, streams = wl.models, wl.streams
+        return (mcode, [models[c] for c in mcode], [streams[c] for c in wl.stream.tolist()], wl.frame.tolist(),
+                (wl.t_ms + wl.slo_ms).tolist(), self._downstream)
+
+    def _event_loop(self, on_tick: Callable[[float], None] | None, tick_every: int) -> None:
+        """Every event in ``(time, priority, seq)`` order: at each instant the completions (a run frees its processor,
+        which starts its queue's head; its cascade stages become ready), root arrivals, one decision if any pending."""
+        mcode, mname, sname, frame, deadline, down = self._request_columns()
+        ready, start, end, children = self._ready, self._start, self._end, self._children
+        proc: list[SimProcessor] = self._proc   # type: ignore[assignment]  # a request that completes ran somewhere
+        pending, stale, heap = self._pending, self._stale, self._heap
+        ema, alpha = self.estimator.ema_table(), self.estimator.alpha   # update() inlined: a pair that runs is seeded
+        done_append, pop, inf, RV = self._done.append, heappop, math.inf, RequestView
+        decide_now = self._decision_step(start_run := self._start_step())
+        group_t, group_ids = arrival_groups(self.workload)
+        n_groups, gi, decisions, now = len(group_t), 0, 0, 0.0
+        ta = group_t[0] if n_groups else inf   # time of the next root arrival group
         try:
             while True:
                 if heap:
@@ -263,112 +204,123 @@ class Simulation:
                     now = ta
                 else:
                     break
-                # priority 0: completions at this instant, FIFO
-                while heap and heap[0][0] == now:
+                while heap and heap[0][0] == now:   # priority 0: completions at this instant, FIFO
                     rid = pop(heap)[2]
                     p = proc[rid]
                     p.running.remove(rid)
-                    k = p.keys[mcode[rid]]
-                    old = ema[k]
+                    old = ema[k := p.keys[mcode[rid]]]
                     ema[k] = old + alpha * (now - start[rid] - old)
                     end[rid] = now
                     done_append(rid)
                     queue = p.queue
                     if queue:   # the processor starts the head of its FIFO queue
                         q = queue.popleft()
-                        m = mcode[q]
                         qc = p.qcount
-                        if qc[m] == 1:
+                        if qc[m := mcode[q]] == 1:
                             del qc[m]
                         else:
                             qc[m] -= 1
-                        mean, extra, fac = p.lat[m]
-                        ms = mean * fac[q] + extra
-                        s = now + hand[q]
-                        start[q] = s
-                        proc[q] = p
-                        p.running.append(q)
-                        seq += 1
-                        push(heap, (s + ms, seq, q))
+                        start_run(p, q, p.lat[m], now)   # type: ignore[arg-type]  # queued only where supported
                     if p.view is not None:
                         p.view = None
                         stale.append(p)
-                    kids = children[rid]
-                    if kids is not None:   # its firing cascade stages become ready now
+                    if (kids := children[rid]) is not None:   # its firing cascade stages become ready now
                         for c in kids:
                             ready[c] = now
-                            pending[c] = tnew(RV, (c, mname[c], now, deadline[c], sname[c], frame[c], down[c], None))
-                # priority 1: root arrivals at this instant
-                if ta == now:
+                            pending[c] = _new(RV, (c, mname[c], now, deadline[c], sname[c], frame[c], down[c], None))
+                if ta == now:   # priority 1: root arrivals at this instant
                     for r in group_ids[gi]:
                         ready[r] = now
-                        pending[r] = tnew(RV, (r, mname[r], now, deadline[r], sname[r], frame[r], down[r], None))
+                        pending[r] = _new(RV, (r, mname[r], now, deadline[r], sname[r], frame[r], down[r], None))
                     gi += 1
                     ta = group_t[gi] if gi < n_groups else inf
                     if on_tick is not None and gi % tick_every == 0:
                         on_tick(now)
-                if not pending:
+                if pending:   # priority 2: one decision for the instant
+                    decisions += 1
+                    decide_now(now)
+        finally:   # run() notes this time on an exception
+            self.now_ms, self.decisions, self._groups_done = now, decisions, gi
+
+    def _start_step(self) -> StartStep:
+        """The one "start a request" step: ``start_run(p, rid, lat, now)`` makes processor ``p`` run request
+        ``rid`` from ``now`` plus its hand-off delay, for its drawn run time (``lat`` = ``p.lat[model code]``,
+        :mod:`~scheduler.sim.latency`), and schedules the completion (ties at one end time complete in
+        start order)."""
+        hand, start, proc, heap = self._hand, self._start, self._proc, self._heap
+        push, seq = heappush, 0
+
+        def start_run(p: SimProcessor, rid: int, lat: tuple[float, float, list[float]], now: float) -> None:
+            nonlocal seq
+            mean, extra, fac = lat
+            ms = mean * fac[rid] + extra
+            s = now + hand[rid]
+            start[rid] = s
+            proc[rid] = p
+            p.running.append(rid)
+            seq += 1
+            push(heap, (s + ms, seq, rid))
+        return start_run
+
+    def _decision_step(self, start_run: StartStep) -> Callable[[float], None]:
+        """``decide_now(now)``: one policy decision over the pending requests and the processors' views
+        (rebuilt where stale), applied as the driver contract says: an assignment joins that processor's
+        FIFO queue (starting at once if it is free), a drop drops; then the "left unplaced" sweep."""
+        pending, stale, policy_decide, est = self._pending, self._stale, self.policy.decide, self.estimator
+        mcode = self._mcode
+        start, ema, by_name, cands, drop = self._start, est.ema_table(), self.by_name, self._cands, self._drop
+        procs = self.processors
+        pv: list[ProcessorView] = [p.idle_view for p in procs]   # the views, rebuilt where stale
+        pviews = tuple(pv)
+        unplaced, dropped_by = left_unplaced(self.policy_name), f"dropped by scheduler {self.policy_name!r}"
+        SV = SchedulerView
+
+        def decide_now(now: float) -> None:
+            nonlocal pviews
+            if stale:
+                for p in stale:   # an idle processor's view is the one built ahead (most of them)
+                    pv[p.index] = p.view = p.idle_view if not p.running and not p.queue else \
+                        p.make_view(start, mcode, ema)
+                stale.clear()
+                pviews = tuple(pv)
+            for rid, name, reason in policy_decide(_new(SV, (tuple(pending.values()), pviews, est)), now):
+                if pending.pop(rid, None) is None:
+                    raise EdgeRTError(f"policy {self.policy_name!r} decided about request {rid}, which is not "
+                                      "pending (decide must only name view.pending ids)")
+                if name is None:
+                    drop(rid, reason or dropped_by, now)
                     continue
-                # priority 2: one decision for the instant
-                if stale:
-                    for p in stale:   # an idle processor's view is the one built ahead (most of them)
-                        pv[p.index] = p.view = p.idle_view if not p.running and not p.queue else \
-                            p.make_view(start, mcode, ema)
-                    stale.clear()
-                    pviews = tuple(pv)
-                decisions += 1
-                out = decide(scheduler_view(tuple(pending.values()), pviews, est), now)
-                for rid, name, reason in out:   # Assignment(request_id, processor, reason)
-                    if pending.pop(rid, None) is None:
-                        raise EdgeRTError(f"policy {pname!r} decided about request {rid}, which is not pending "
-                                          "(decide must only name view.pending ids)")
-                    if name is None:
-                        self._drop(rid, reason or dropped_by, now)
-                        continue
-                    m = mcode[rid]
-                    try:
-                        p = by_name[name]
-                        lat = p.lat[m]
-                        if lat is None:
-                            raise KeyError(name)
-                    except KeyError:
-                        raise EdgeRTError(f"policy {pname!r} placed request {rid} (model {mname[rid]!r}) on "
-                                          f"{name!r}, which " + ("cannot run it" if name in by_name
-                                                                 else "does not exist")) from None
-                    if len(p.running) < p.slots and not p.queue:   # free: start it now
-                        mean, extra, fac = lat
-                        ms = mean * fac[rid] + extra
-                        s = now + hand[rid]
-                        start[rid] = s
-                        proc[rid] = p
-                        p.running.append(rid)
-                        seq += 1
-                        push(heap, (s + ms, seq, rid))
+                try:
+                    p = by_name[name]
+                    lat = p.lat[m := mcode[rid]]
+                except KeyError:
+                    raise self._misplaced(rid, name) from None
+                if lat is None:
+                    raise self._misplaced(rid, name)
+                if len(p.running) < p.slots and not p.queue:   # free: start it now
+                    start_run(p, rid, lat, now)
+                else:
+                    p.queue.append(rid)
+                    qc = p.qcount
+                    qc[m] = qc.get(m, 0) + 1
+                if p.view is not None:
+                    p.view = None
+                    stale.append(p)
+            if pending:   # left pending while every processor that could run it is idle: dropped
+                for rid in list(pending):
+                    for p in cands[mcode[rid]]:
+                        if p.queue or len(p.running) >= p.slots:
+                            break
                     else:
-                        p.queue.append(rid)
-                        qc = p.qcount
-                        qc[m] = qc.get(m, 0) + 1
-                    if p.view is not None:
-                        p.view = None
-                        stale.append(p)
-                if pending:   # left pending while every processor that could run it is idle: dropped
-                    for rid in list(pending):
-                        for p in cands[mcode[rid]]:
-                            if p.queue or len(p.running) >= p.slots:
-                                break
-                        else:
-                            del pending[rid]
-                            self._drop(rid, unplaced, now)
-        except Exception as exc:
-            exc.add_note(f"raised at simulated t = {now:.3f} ms")
-            raise
-        finally:
-            self.now_ms = now
-            self.decisions = decisions
-            self._groups_done = gi
-        if pending:   # cannot happen under the contract; never lose a request silently
-            raise EdgeRTError(f"{len(pending)} request(s) still pending when the simulation ran out of events")
-        self._tally()
+                        del pending[rid]
+                        drop(rid, unplaced, now)
+        return decide_now
+
+    def _misplaced(self, rid: int, name: str) -> EdgeRTError:
+        """The error for a policy that placed request ``rid`` on ``name``, a processor that cannot run it."""
+        model = self.workload.models[int(self.workload.model[rid])]
+        return EdgeRTError(f"policy {self.policy_name!r} placed request {rid} (model {model!r}) on {name!r}, "
+                           "which " + ("cannot run it" if name in self.by_name else "does not exist"))
 
     def _drop(self, rid: int, reason: str, now: float) -> None:
         if self._ready[rid] != self._ready[rid]:   # NaN: a cascade stage dropped with its upstream, never ready

@@ -7,6 +7,8 @@ from collections import deque
 from scheduler.sim._views import processor_view
 from scheduler.types import ProcessorView
 
+_new = tuple.__new__   # processor_view(...) without its Python call: built once per busy view
+
 
 class SimProcessor:
     """A simulated processor: a FIFO queue of request ids, ``slots`` parallel runs (1 except for the cloud)."""
@@ -57,4 +59,4 @@ class SimProcessor:
         if queue:
             for m, k in self.qcount.items():
                 queued += k * ema[keys[m]]
-        return processor_view(self.name, self.kind, busy, queued, len(queue), True, self.slots, free)
+        return _new(ProcessorView, (self.name, self.kind, busy, queued, len(queue), True, self.slots, free))

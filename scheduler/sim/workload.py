@@ -137,62 +137,89 @@ def build_scenario(name: str, duration_s: float, load: float = 1.0, burst: Burst
         raise ConfigError(f"--duration must be > 0 s, got {duration_s}")
     streams = SCENARIOS[name]
     rng = np.random.default_rng([seed, 1])
-    end_ms = duration_s * 1000.0
-    # (stream key suffix, phase fraction, fire probability, window) per copy
+    model_names = list(dict.fromkeys(s.model for s in streams))
+    model_code = {m: i for i, m in enumerate(model_names)}
+    stream_names: list[str] = []
+    blocks: list[_Block] = []
+    made = 0                                    # requests created so far (creation index of the next one)
+    for ci, (suffix, phase, q, w0, w1) in enumerate(_copies(burst, duration_s * 1000.0)):
+        by_model: dict[str, _Frames] = {}       # stream model -> its frames in this copy's window
+        for si, s in enumerate(streams):
+            rate = s.fps * load   # requests per second
+            period = 1000.0 / rate
+            first = max(math.ceil((w0 - phase * period) / period - 1e-9), 0)
+            nf = max(0, math.ceil((w1 - phase * period) / period - 1e-9) - first)   # up to the window's end, exclusive
+            # a copy with q < 1 draws one number per frame of every stream, cascade stages included
+            # (their own draws decide); the fixed draw order keeps each seed's workload
+            drawn = rng.random(nf) < q if q < 1.0 else None
+            tags = (1000.0 / s.fps, model_code[s.model], len(stream_names), ci * 1000 + si)
+            stream_names.append(s.model + suffix)
+            if s.after is None:
+                block, by_model[s.model] = _root_block(first, nf, drawn, phase, rate, made, tags)
+            else:
+                block, by_model[s.model] = _cascade_block(by_model[s.after], s.p, made, tags, blocks, rng)
+            blocks.append(block)
+            made += block[0].size
+    return _assemble(name, model_names, stream_names, blocks)
+
+
+#: one stream's requests in one copy, as columns: (t, slo, model, stream, frame, parent (creation index),
+#: fires, p, order)
+_Block = tuple[np.ndarray, ...]
+#: per frame of a stream in a copy's window: creation index of its request (-1 where the frame has none),
+#: frame time (ms), whether it fires
+_Frames = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def _copies(burst: Burst | None, end_ms: float) -> list[tuple[str, float, float, float, float]]:
+    """``(stream key suffix, phase fraction, fire probability, window start ms, window end ms)`` per copy of
+    the scenario's streams: the scenario itself, then the burst's extra copies over the burst window."""
     copies: list[tuple[str, float, float, float, float]] = [("", 0.0, 1.0, 0.0, end_ms)]
     if burst is not None:
         n = len(burst.copies())
         w0 = burst.start_s * 1000.0
         w1 = min(end_ms, w0 + burst.duration_s * 1000.0)
         copies += [(f"#b{k}", k / (n + 1), q, w0, w1) for k, q in burst.copies()]
-    model_names = list(dict.fromkeys(s.model for s in streams))
-    model_code = {m: i for i, m in enumerate(model_names)}
-    stream_names: list[str] = []
-    blocks: list[tuple[np.ndarray, ...]] = []   # (t, slo, model, stream, frame, parent (creation index), fires, p, order)
-    made = 0                                    # requests created so far (creation index of the next one)
-    for ci, (suffix, phase, q, w0, w1) in enumerate(copies):
-        # stream model -> per frame of the copy's window: creation index of its request (-1 where the frame
-        # has none), frame time, whether it fires
-        by_model: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        for si, s in enumerate(streams):
-            rate = s.fps * load   # requests per second
-            period = 1000.0 / rate
-            slo = 1000.0 / s.fps
-            sc = len(stream_names)
-            stream_names.append(s.model + suffix)
-            order = ci * 1000 + si
-            first = max(math.ceil((w0 - phase * period) / period - 1e-9), 0)
-            last = math.ceil((w1 - phase * period) / period - 1e-9)   # exclusive
-            nf = max(0, last - first)
-            # a copy with q < 1 draws one number per frame of every stream, cascade stages included
-            # (their own draws decide); the fixed draw order keeps each seed's workload
-            drawn = rng.random(nf) < q if q < 1.0 else None
-            if s.after is None:
-                exists = drawn if drawn is not None else np.ones(nf, bool)
-                f = np.arange(first, first + nf, dtype=np.int64)
-                t = (f + phase) * 1000.0 / rate if phase else f * 1000.0 / rate   # exact on frame grids
-                k = int(exists.sum())
-                idx = np.full(nf, -1, np.int64)
-                idx[exists] = np.arange(made, made + k)
-                f, t = f[exists], t[exists]
-                blocks.append((t, np.full(k, slo), np.full(k, model_code[s.model], np.int32),
-                               np.full(k, sc, np.int32), f, np.full(k, -1, np.int64), np.ones(k, bool),
-                               np.full(k, 1.0), np.full(k, order, np.int64)))
-                by_model[s.model] = (idx, _expand(t, exists), exists)
-            else:
-                pidx, pt, pfires = by_model[s.after]
-                draws = rng.random(len(pidx)) < s.p
-                exists = pidx >= 0
-                k = int(exists.sum())
-                idx = np.full(len(pidx), -1, np.int64)
-                idx[exists] = np.arange(made, made + k)
-                par = pidx[exists]
-                blocks.append((pt[exists], np.full(k, slo), np.full(k, model_code[s.model], np.int32),
-                               np.full(k, sc, np.int32), _frames_of(blocks, par), par,
-                               draws[exists] & pfires[exists], np.full(k, float(s.p)),
-                               np.full(k, order, np.int64)))
-                by_model[s.model] = (idx, pt, draws & pfires)
-            made += blocks[-1][0].size
+    return copies
+
+
+def _root_block(first: int, nf: int, drawn: np.ndarray | None, phase: float, rate: float, made: int,
+                tags: tuple[float, int, int, int]) -> tuple[_Block, _Frames]:
+    """A stream's own frames ``first .. first + nf - 1`` (those ``drawn``, all when None): its block and frames.
+    ``tags``: (slo ms, model code, stream code, order)."""
+    slo, code, sc, order = tags
+    exists = drawn if drawn is not None else np.ones(nf, bool)
+    f = np.arange(first, first + nf, dtype=np.int64)
+    t = (f + phase) * 1000.0 / rate if phase else f * 1000.0 / rate   # exact on frame grids
+    k = int(exists.sum())
+    idx = np.full(nf, -1, np.int64)
+    idx[exists] = np.arange(made, made + k)
+    f, t = f[exists], t[exists]
+    block = (t, np.full(k, slo), np.full(k, code, np.int32), np.full(k, sc, np.int32), f, np.full(k, -1, np.int64),
+             np.ones(k, bool), np.full(k, 1.0), np.full(k, order, np.int64))
+    return block, (idx, _expand(t, exists), exists)
+
+
+def _cascade_block(upstream: _Frames, p: float, made: int, tags: tuple[float, int, int, int],
+                   blocks: list[_Block], rng: np.random.Generator) -> tuple[_Block, _Frames]:
+    """A cascade stage: one request per request of its upstream stream (at its time, with its frame), which
+    fires with probability ``p`` when the upstream one fires. ``blocks``: the blocks so far."""
+    slo, code, sc, order = tags
+    pidx, pt, pfires = upstream
+    draws = rng.random(len(pidx)) < p
+    exists = pidx >= 0
+    k = int(exists.sum())
+    idx = np.full(len(pidx), -1, np.int64)
+    idx[exists] = np.arange(made, made + k)
+    par = pidx[exists]
+    block = (pt[exists], np.full(k, slo), np.full(k, code, np.int32), np.full(k, sc, np.int32),
+             _frames_of(blocks, par), par, draws[exists] & pfires[exists], np.full(k, float(p)),
+             np.full(k, order, np.int64))
+    return block, (idx, pt, draws & pfires)
+
+
+def _assemble(name: str, model_names: list[str], stream_names: list[str], blocks: list[_Block]) -> Workload:
+    """The workload of the blocks, in one stable sort by (time, copy, stream); parents renumbered."""
     cols = [np.concatenate([b[j] for b in blocks]) for j in range(9)]
     t, slo, model, stream, frame, parent, fires, p, order = cols
     perm = np.lexsort((order, t))   # by time, then copy and stream order; stable

@@ -174,7 +174,7 @@ def test_random_snapshots_name_each_request_once_and_do_swap(monkeypatch):
 
     swaps = []
     real = edgert_module.swap_slot
-    monkeypatch.setattr(edgert_module, "swap_slot", lambda *a: swaps.append(real(*a)) or swaps[-1])
+    monkeypatch.setattr(edgert_module, "swap_slot", lambda *a, **k: swaps.append(real(*a, **k)) or swaps[-1])
     lat = {"a": {"cpu": 10.0, "gpu": 2.0, "npu": 1.0, "cloud": 20.0}, "b": {"cpu": 12.0, "gpu": 6.0, "cloud": 25.0},
            "c": {"cpu": 6.0, "gpu": 4.0}, "d": {"cpu": 20.0, "gpu": 9.0, "npu": 8.0}}
     rng = random.Random(1)

@@ -28,7 +28,7 @@ def test_sim_imports_only_stdlib_numpy_and_scheduler():
 
 def test_public_names():
     assert sorted(scheduler.sim.__all__) == [
-        "Burst", "DEFAULT_DURATION_S", "EventLoop", "LEFT_UNPLACED", "SCENARIOS", "SimConfig", "SimResult",
+        "Burst", "DEFAULT_DURATION_S", "LEFT_UNPLACED", "SCENARIOS", "SimConfig", "SimResult",
         "Simulation", "Stream", "Workload", "build_scenario", "left_unplaced", "load_profile", "parse_trace",
         "profile_names", "read_trace", "realtime_score", "run_simulation", "scenario_names", "write_trace",
     ]
