@@ -323,16 +323,21 @@ class Simulation:
                            "which " + ("cannot run it" if name in self.by_name else "does not exist"))
 
     def _drop(self, rid: int, reason: str, now: float) -> None:
-        if self._ready[rid] != self._ready[rid]:   # NaN: a cascade stage dropped with its upstream, never ready
-            self._ready[rid] = now
-        self._dropped[rid] = 1
-        self._reasons[rid] = reason
-        self._done.append(rid)
-        kids = self._children[rid]
-        if kids is not None:
-            why = f"upstream request {self.workload.key(rid)!r} was dropped"
-            for c in kids:
-                self._drop(c, why, now)
+        """Drop ``rid`` and, depth first in order, every cascade stage downstream of it.
+
+        An explicit stack, not recursion: a trace may chain stages thousands deep."""
+        stack = [(rid, reason)]
+        while stack:
+            rid, reason = stack.pop()
+            if self._ready[rid] != self._ready[rid]:   # NaN: a cascade stage dropped with its upstream, never ready
+                self._ready[rid] = now
+            self._dropped[rid] = 1
+            self._reasons[rid] = reason
+            self._done.append(rid)
+            kids = self._children[rid]
+            if kids is not None:
+                why = f"upstream request {self.workload.key(rid)!r} was dropped"
+                stack.extend((c, why) for c in reversed(kids))
 
     def _tally(self) -> None:
         """Each processor's ``busy_ms`` and ``n_runs`` from the runs' start and end times (after :meth:`run`)."""
