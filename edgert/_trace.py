@@ -159,8 +159,9 @@ def _iter_outcomes(p: Path) -> Iterator[Outcome]:
                     continue
                 o = json.loads(s)
                 if isinstance(o, dict) and "status" in o and "latency_ms" in o:
+                    arrival = o["arrival_ms"] if "arrival_ms" in o else o.get("t_ms", 0.0)
                     yield Outcome(str(o["model"]), str(o["status"]), str(o.get("processor", "")),
-                                  float(o.get("arrival_ms", o.get("t_ms", 0.0))), float(o.get("wait_ms", 0.0)),
+                                  float(arrival), float(o.get("wait_ms", 0.0)),
                                   float(o["latency_ms"]), str(o.get("reason", "")))
     except json.JSONDecodeError as exc:
         raise TraceError(f"{p}:{n}: not valid JSON ({exc.msg})") from None

@@ -99,7 +99,7 @@ def _download_wheel(tmp: str, quiet: bool) -> Path:
         proc = subprocess.run([*cmd, "--quiet"], capture_output=True, text=True)
         detail = proc.stderr.strip()[-400:]
     else:   # pip's own lines (and its byte progress bar on a terminal) on our stderr
-        proc = subprocess.run(cmd, stdout=sys.stderr, stderr=sys.stderr)
+        proc = subprocess.run(cmd, stdout=sys.stderr, stderr=sys.stderr, text=True)
         detail = "pip's output is above"
     wheels = list(Path(tmp).glob("mediapipe-*.whl"))
     if proc.returncode != 0 or not wheels:

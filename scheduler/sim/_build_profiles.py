@@ -228,7 +228,8 @@ def build() -> None:
         }
         power, thermal, pw_src = power_and_thermal(name)
         obj.update(power=power, thermal=thermal)
-        obj["sources"] = {"file": f"../shared/data/{SRC_FILE}", **dict(sorted(src.items())), **cl_src, **pw_src}
+        sources: dict[str, str] = {"file": f"docs/{SRC_FILE}", **dict(sorted(src.items())), **cl_src, **pw_src}
+        obj["sources"] = sources
         (OUT / f"{name}.json").write_text(json.dumps(obj, indent=2) + "\n")
 
 

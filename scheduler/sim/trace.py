@@ -117,6 +117,7 @@ def _json_object(s: str, where: str) -> dict[str, Any]:
 def _fields(obj: dict[str, Any], where: str, lineno: int) -> tuple[Any, ...]:
     """One line's fields validated: (t_ms, model, slo_ms, p, key, stream, frame, after)."""
     t = _num(obj, "t_ms", where, required=True)
+    assert t is not None   # required=True raised otherwise
     if not 0 <= t <= MAX_MS:
         raise TraceError(f"{where}: t_ms must be >= 0 and <= {MAX_MS:g} ms, got {_show(obj['t_ms'])}")
     model = obj.get("model")
@@ -229,7 +230,7 @@ class _Columns:
         n = len(self.keys)
         t = np.frombuffer(self.t, np.float64)
         parent = np.frombuffer(self.parent, np.int32).astype(np.int64)
-        cols = [t, np.frombuffer(self.slo, np.float64), np.frombuffer(self.model, np.int32),
+        cols: list[Any] = [t, np.frombuffer(self.slo, np.float64), np.frombuffer(self.model, np.int32),
                 np.frombuffer(self.stream, np.int32), np.frombuffer(self.frame, np.int64), fires,
                 np.frombuffer(self.p, np.float64)]
         keys = self.keys
