@@ -191,23 +191,62 @@ def arrival_groups(wl: Workload) -> tuple[list[float], list[list[int]]]:
     return rt[bounds[:-1]].tolist(), [ids[a:b] for a, b in pairwise(bounds)]
 
 
+#: Pointer-jumping rounds (one per cascade level) before depths are found by one walk instead:
+#: XR cascades are a few stages deep; a replayed trace may chain thousands.
+_JUMP_ROUNDS = 64
+
+
 def downstream_ms(wl: Workload, best_ms: np.ndarray) -> list[float]:
-    """``downstream_ms`` of each request: the longest chain of best-case latencies of its cascade stages."""
+    """``downstream_ms`` of each request: the longest chain of best-case latencies of its cascade stages.
+
+    Linear in the requests for shallow cascades (a vector pass per level) and O(n log n) for deep
+    chains (one memoised walk, then the levels in one sort)."""
     n = len(wl)
     down = np.zeros(n)
     parent = wl.parent
     has = np.flatnonzero(parent >= 0)
     if has.size:
-        depth = np.zeros(n, np.int64)
-        cur = parent.copy()
-        active = has
-        while active.size:   # depth of each stage = number of ancestors
-            depth[active] += 1
-            cur[active] = parent[cur[active]]
-            active = active[cur[active] >= 0]
-            if depth.max() > n:
-                raise TraceError(f"{wl.name}: cycle in 'after'")
-        for d in range(int(depth.max()), 0, -1):   # deepest stages first, each into its parent
-            c = np.flatnonzero(depth == d)
+        depth = _depths(parent, has, wl.name)
+        top = int(depth.max())
+        if top <= _JUMP_ROUNDS:
+            levels = (np.flatnonzero(depth == d) for d in range(top, 0, -1))
+        else:
+            order = np.argsort(-depth, kind="stable")
+            cuts = np.flatnonzero(np.diff(depth[order])) + 1
+            levels = (c for c in np.split(order, cuts) if depth[c[0]] > 0)
+        for c in levels:   # deepest stages first, each into its parent
             np.maximum.at(down, parent[c], best_ms[wl.model[c]] + down[c])
     return down.tolist()
+
+
+def _depths(parent: np.ndarray, has: np.ndarray, name: str) -> np.ndarray:
+    """Each request's number of ancestors. Raises TraceError on a cycle of ``after`` links."""
+    depth = np.zeros(len(parent), np.int64)
+    cur = parent.copy()
+    active = has
+    for _ in range(_JUMP_ROUNDS):
+        if not active.size:
+            return depth
+        depth[active] += 1
+        cur[active] = parent[cur[active]]
+        active = active[cur[active] >= 0]
+    return depth if not active.size else _depths_by_walk(parent.tolist(), name)
+
+
+def _depths_by_walk(parent: list[int], name: str) -> np.ndarray:
+    """Depths in one pass: each request walks up only to the first ancestor already known."""
+    depth = [-1] * len(parent)
+    for i in range(len(parent)):
+        path = []
+        j = i
+        while j >= 0 and depth[j] < 0:
+            depth[j] = -2                      # on the current path
+            path.append(j)
+            j = parent[j]
+            if j >= 0 and depth[j] == -2:
+                raise TraceError(f"{name}: cycle in 'after'")
+        d = depth[j] if j >= 0 else -1
+        for k in reversed(path):
+            d += 1
+            depth[k] = d
+    return np.array(depth, np.int64)

@@ -257,22 +257,25 @@ def apply_scaling(wl: Workload, load: float = 1.0, duration_s: float | None = No
         raise ConfigError(f"--load must be > 0, got {load}")
     if duration_s is not None and not duration_s > 0:
         raise ConfigError(f"--duration must be > 0 s, got {duration_s}")
+    if load == 1.0 and duration_s is None and burst is None:
+        return wl   # nothing to scale: keep the parsed columns (no request objects)
     reqs = wl.all
+    roots, depths = _roots_and_depths(reqs)
     for r in reqs:
         r.t_ms = r.t_ms / load
         r.deadline_ms = r.t_ms + r.slo_ms
     keep = reqs
     if duration_s is not None:
         end = duration_s * 1000.0
-        keep = [r for r in reqs if _root(r).t_ms < end]
+        keep = [r for r in reqs if roots[id(r)].t_ms < end]
     if burst is not None:
         rng = np.random.default_rng([seed, 2])
         w0, w1 = burst.start_s * 1000.0, (burst.start_s + burst.duration_s) * 1000.0
         extra: list[Request] = []
         for k, q in burst.copies():
             clones: dict[int, Request] = {}
-            for r in sorted(keep, key=_depth):   # parents before their cascade stages
-                root = _root(r)
+            for r in sorted(keep, key=lambda r: depths[id(r)]):   # parents before their cascade stages
+                root = roots[id(r)]
                 if not (w0 <= root.t_ms < w1):
                     continue
                 if r.parent is None and q < 1.0 and not rng.random() < q:
@@ -301,14 +304,21 @@ def apply_scaling(wl: Workload, load: float = 1.0, duration_s: float | None = No
     return out
 
 
-def _depth(r: Request) -> int:
-    d = 0
-    while r.parent is not None:
-        r, d = r.parent, d + 1
-    return d
-
-
-def _root(r: Request) -> Request:
-    while r.parent is not None:
-        r = r.parent
-    return r
+def _roots_and_depths(reqs: list[Request]) -> tuple[dict[int, Request], dict[int, int]]:
+    """Each request's root (by ``id()``) and its depth below it, in one memoised walk: linear in the
+    requests however deep the cascades chain (a walk per request was quadratic on long chains)."""
+    roots: dict[int, Request] = {}
+    depths: dict[int, int] = {}
+    for r in reqs:
+        path: list[Request] = []
+        q = r
+        while q.parent is not None and id(q) not in depths:
+            path.append(q)
+            q = q.parent
+        if id(q) not in depths:   # q is a root
+            roots[id(q)], depths[id(q)] = q, 0
+        root, d = roots[id(q)], depths[id(q)]
+        for node in reversed(path):
+            d += 1
+            roots[id(node)], depths[id(node)] = root, d
+    return roots, depths
