@@ -37,6 +37,7 @@ from edgert._loader import (
     resolve_delegates,
 )
 from edgert._model import LoadedModel, Model, artifacts_of
+from edgert._power import PowerCounters, power_counters
 from edgert._result import Request, Result
 from edgert._stats import ModelStats
 from edgert._trace import TraceWriter
@@ -114,12 +115,18 @@ class Runtime(Dispatcher):
                    else f"delegates={delegates!r} left no available delegate")
             raise ConfigError(f"no processor to run on: {why} (see `edgert devices`)")
         self._start_workers(workers)
+        power_counters()   # says once per process whether this host has a power counter, and why not
 
     # -- public API --------------------------------------------------------------------
     @property
     def processors(self) -> list[str]:
         """Worker names, e.g. ``['cpu0', 'cpu1', 'gpu']``."""
         return [w.name for w in self._workers]
+
+    @property
+    def power_counters(self) -> PowerCounters:
+        """Where this host's power could be read from (``source``), or why it cannot (``reason``)."""
+        return power_counters()
 
     def load(self, source: Any, name: str | None = None, slo_ms: float | None = None, *,
              format: str | None = None, delegates: Sequence[str] | None = None,
