@@ -38,6 +38,7 @@ import edgert
 from apps.camera import directory_frames, synthetic_frames, video_frames
 from apps.xr import FrameResult, Pipelines
 from apps.xr_demo_report import cloud_report, failure_reasons, reason_examples, report_text, summarize
+from edgert._extras import require
 from edgert.cli._table import width
 
 CAMERA_FPS = 30.0
@@ -210,6 +211,8 @@ def main_from_args(args: argparse.Namespace) -> int:
     On a terminal (and with ``rich``) the tables redraw live; piped or ``--quiet``, only the
     summary is printed, after a blank line. Every table fits the terminal (``$COLUMNS``, 80 piped).
     """
+    if args.plot:
+        require("matplotlib", "--plot")   # before the run, not after it
     total = width(sys.stdout)
     offload = None if args.offload in (None, "off") else args.offload
     frames, source = frame_source(args)
@@ -288,5 +291,5 @@ def _outputs(args: argparse.Namespace, rt: edgert.Runtime, summary: dict[str, An
     if args.plot:
         from edgert.bench.plot import plot_records  # noqa: PLC0415
 
-        plot_records(rt.records(), args.plot, title=f"edgert xr-demo, scheduler: {rt.scheduler}")
+        plot_records(rt.records(), args.plot, title=f"edgert xr-demo — scheduler: {rt.scheduler}")
         print(f"plot: {args.plot}")
