@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edgert._extras import require
 from edgert.errors import ConfigError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")
@@ -37,10 +38,14 @@ def synthetic_frames(height: int = 480, width: int = 640, seed: int = 0) -> Iter
 def directory_frames(directory: str | Path) -> Iterator[np.ndarray]:
     """The images of ``directory`` in name order, looping (float32 HxWx3 in [0, 1]).
 
+    Images are read with matplotlib (the ``plot`` extra): PNG natively, JPEG/BMP through Pillow,
+    which matplotlib depends on.
+
     Raises:
         ConfigError: the directory is missing or holds no image.
+        MissingExtra: matplotlib is not installed (``pip install 'edgert[plot]'``).
     """
-    import matplotlib.image as mpimg  # noqa: PLC0415 - only this source needs an image reader
+    mpimg = require("matplotlib.image", "--frames DIR")   # only this source needs an image reader
 
     d = Path(directory)
     files = sorted(p for p in d.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES) if d.is_dir() else []

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -36,6 +37,9 @@ import numpy as np
 import edgert
 from apps.camera import directory_frames, synthetic_frames, video_frames
 from apps.xr import FrameResult, Pipelines
+from apps.xr_demo_report import cloud_report, failure_reasons, reason_examples, report_text, summarize
+from edgert._extras import require
+from edgert.cli._table import width
 
 CAMERA_FPS = 30.0
 
@@ -138,54 +142,6 @@ class XRSession:
             return [s.last for s in self.stats.values() if s.last is not None]
 
 
-def summarize(stats: dict[str, dict[str, Any]], seconds: float, session: XRSession) -> dict[str, Any]:
-    """Per model (fps, deadline-met %, p50/p99 ms, placement) and per stream (frames on time, detector runs)."""
-    per_model = {}
-    for name, s in stats.items():
-        done = s["ok"] + s["late"]
-        per_model[name] = {**s, "fps": done / seconds if seconds else 0.0,
-                           "deadline_met_pct": 100.0 * (s["slo_met_rate"] or 0.0)}
-    per_stream = {}
-    for name, st in session.stats.items():
-        counts = next(iter(session.pipes[name].counts().values()), {})
-        lat = np.asarray(st.latencies_ms) if st.latencies_ms else np.zeros(1)
-        per_stream[name] = {"frames": st.frames, "on_time": st.on_time,
-                            "on_time_pct": 100.0 * st.on_time / st.frames if st.frames else 0.0,
-                            "p50_ms": float(np.percentile(lat, 50)), "p99_ms": float(np.percentile(lat, 99)),
-                            **counts}
-    return {"seconds": seconds, "per_model": per_model, "per_stream": per_stream}
-def render(summary: dict[str, Any], processors: list[str], title: str) -> Any:
-    """A rich table of the summary: one row per model."""
-    from rich.table import Table  # noqa: PLC0415
-
-    t = Table(title=title)
-    for col in ("model", "fps", "requests", "met %", "late", "dropped", "failed", "p50 ms", "p99 ms",
-                *processors):
-        t.add_column(col, justify="left" if col == "model" else "right")
-    for name, m in summary["per_model"].items():
-        p50 = f"{m['p50_ms']:.1f}" if m["p50_ms"] is not None else "-"
-        p99 = f"{m['p99_ms']:.1f}" if m["p99_ms"] is not None else "-"
-        met = m["deadline_met_pct"]
-        colour = "green" if met >= 95 else "yellow" if met >= 80 else "red"
-        t.add_row(name, f"{m['fps']:.1f}", str(m["requests"]), f"[{colour}]{met:.1f}[/]", str(m["late"]),
-                  str(m["dropped"]), str(m["failed"]), p50, p99,
-                  *(str(m["by_processor"].get(p, 0)) for p in processors))
-    return t
-
-
-def render_streams(summary: dict[str, Any]) -> Any:
-    """A rich table: per stream, frames on time and how often the detector ran or tracking held."""
-    from rich.table import Table  # noqa: PLC0415
-
-    t = Table(title="streams")
-    for col in ("stream", "frames", "on time %", "p50 ms", "p99 ms", "detector ran", "tracking held"):
-        t.add_column(col, justify="left" if col == "stream" else "right")
-    for name, s in summary["per_stream"].items():
-        t.add_row(name, str(s["frames"]), f"{s['on_time_pct']:.1f}", f"{s['p50_ms']:.1f}", f"{s['p99_ms']:.1f}",
-                  str(s.get("detector_runs", "-")), str(s.get("frames_tracked", "-")))
-    return t
-
-
 def frame_source(args: argparse.Namespace) -> tuple[Iterator[np.ndarray], str]:
     """The camera: ``--video FILE``, ``--frames DIR`` or the synthetic scene, and its description."""
     video = args.video
@@ -220,7 +176,9 @@ class ShowWriter:
     """``--show OUT.mp4``: every camera frame with each stream's newest result drawn over it."""
 
     def __init__(self, path: str, session: XRSession) -> None:
-        self.path, self.session, self._w = path, session, None
+        self.path, self.session = path, session
+        self._w: Any = None
+        self._size = (0, 0)
 
     def __call__(self, frame: np.ndarray) -> None:
         """Draw the newest results over ``frame`` and append it."""
@@ -231,7 +189,8 @@ class ShowWriter:
         img = draw(frame, self.session.last_results())
         if self._w is None:
             self._size = (img.shape[1], img.shape[0])
-            self._w = cv2.VideoWriter(self.path, cv2.VideoWriter_fourcc(*"mp4v"), CAMERA_FPS, self._size)
+            fourcc = cv2.VideoWriter_fourcc(*"mp4v")  # type: ignore[attr-defined]
+            self._w = cv2.VideoWriter(self.path, fourcc, CAMERA_FPS, self._size)
         if (img.shape[1], img.shape[0]) != self._size:
             img = cv2.resize(img, self._size)
         self._w.write(np.ascontiguousarray(img[..., ::-1]))
@@ -247,63 +206,90 @@ def _models_dir(args: argparse.Namespace) -> Path | None:
 
 
 def main_from_args(args: argparse.Namespace) -> int:
-    """``edgert run xr-demo``: run the pipelines live, print the tables and the summary."""
-    from rich.console import Console  # noqa: PLC0415
-    from rich.live import Live  # noqa: PLC0415
+    """``edgert run xr-demo``: run the pipelines live, print the tables and the summary.
 
-    console = Console() if Console().is_terminal else Console(width=160)
+    On a terminal (and with ``rich``) the tables redraw live; piped or ``--quiet``, only the
+    summary is printed, after a blank line. Every table fits the terminal (``$COLUMNS``, 80 piped).
+    """
+    if args.plot:
+        require("matplotlib", "--plot")   # before the run, not after it
+    total = width(sys.stdout)
     offload = None if args.offload in (None, "off") else args.offload
     frames, source = frame_source(args)
-    show = args.show
     with edgert.Runtime(scheduler=args.scheduler, offload=offload, trace=args.trace,
                         cpu_workers=args.cpu_workers) as rt:
         session = XRSession(rt, models_dir=_models_dir(args))
-        writer = ShowWriter(show, session) if show else None
-        title = f"edgert xr-demo — scheduler {rt.scheduler}, processors {', '.join(rt.processors)}, {source}"
-        last = [0.0]
-        live = None if args.quiet else Live(console=console, refresh_per_second=2)
-
-        def tick(elapsed: float, frame: np.ndarray) -> None:
-            if writer is not None:
-                writer(frame)
-            if live is not None and elapsed - last[0] >= 0.5:
-                last[0] = elapsed
-                s = summarize(rt.stats(), elapsed, session)
-                from rich.console import Group  # noqa: PLC0415
-
-                live.update(Group(render(s, rt.processors, f"{title} — {elapsed:4.1f}/{args.seconds:.0f} s"),
-                                  render_streams(s)))
-        if live is not None:
-            with live:
-                session.run(frames, args.seconds, on_tick=tick)
-        else:
-            session.run(frames, args.seconds, on_tick=tick if writer is not None else None)
+        writer = ShowWriter(args.show, session) if args.show else None
+        title = f"edgert xr-demo: scheduler {rt.scheduler} on {', '.join(rt.processors)}, {source}"
+        live = _live_display(args, total)
+        session_run(session, frames, args.seconds, writer, live,
+                    lambda elapsed: report_text(summarize(rt.stats(), elapsed, session), rt.processors,
+                                                f"{title}, {elapsed:4.1f}/{args.seconds:.0f} s (p50/p99 in ms)", total))
         if writer is not None:
             writer.close()
-            console.print(f"show: {show}")
+            print(f"show: {args.show}")
         if args.snapshot:
             write_snapshot(rt, args, args.snapshot)
-            console.print(f"snapshot: {args.snapshot}")
+            print(f"snapshot: {args.snapshot}")
         rt.close()
-        summary = summarize(rt.stats(), args.seconds, session)
-        summary.update(scheduler=rt.scheduler, processors=rt.processors, source=source)
-        console.print(render(summary, rt.processors, f"{title} — summary over {args.seconds:.0f} s"))
-        console.print(render_streams(summary))
-        for name, s in summary["per_stream"].items():
-            console.print(f"  {name:<13} frames whose whole cascade met its deadline: "
-                          f"{s['on_time']}/{s['frames']} ({s['on_time_pct']:.1f}%)")
-        _outputs(args, rt, summary, console)
+        summary = final_summary(rt, session, args.seconds, source)
+        print()
+        print(report_text(summary, rt.processors, f"{title}, summary over {args.seconds:.0f} s (p50/p99 in ms)",
+                          total))
+        _outputs(args, rt, summary)
     return 0
 
 
-def _outputs(args: argparse.Namespace, rt: edgert.Runtime, summary: dict[str, Any], console: Any) -> None:
+def final_summary(rt: edgert.Runtime, session: XRSession, seconds: float, source: str) -> dict[str, Any]:
+    """The run's summary: tables' figures, ``reasons`` ({model: {reason: n}}) and the ``cloud`` report."""
+    records = rt.records()
+    summary = summarize(rt.stats(), seconds, session)
+    summary.update(scheduler=rt.scheduler, processors=rt.processors, source=source,
+                   reasons=failure_reasons(records), reason_examples=reason_examples(records),
+                   cloud=cloud_report(records, rt.processors, rt.estimator))
+    return summary
+
+
+def _live_display(args: argparse.Namespace, total: int) -> Any:
+    """A rich Live redrawing the tables, or None: ``--quiet``, not a terminal, or no ``rich``."""
+    if args.quiet or not sys.stdout.isatty():
+        return None
+    try:
+        from rich.console import Console  # noqa: PLC0415
+        from rich.live import Live  # noqa: PLC0415
+    except ImportError:
+        return None
+    return Live(console=Console(width=total), refresh_per_second=2, transient=True)
+
+
+def session_run(session: XRSession, frames: Iterator[np.ndarray], seconds: float, writer: ShowWriter | None,
+                live: Any, text: Callable[[float], str]) -> None:
+    """Run ``session``; each camera frame goes to ``writer``, and every 0.5 s ``text(elapsed)`` to ``live``."""
+    last = [0.0]
+
+    def tick(elapsed: float, frame: np.ndarray) -> None:
+        if writer is not None:
+            writer(frame)
+        if live is not None and elapsed - last[0] >= 0.5:
+            from rich.text import Text  # noqa: PLC0415
+
+            last[0] = elapsed
+            live.update(Text(text(elapsed), no_wrap=True, overflow="crop"))
+    if live is None:
+        session.run(frames, seconds, on_tick=tick if writer is not None else None)
+        return
+    with live:
+        session.run(frames, seconds, on_tick=tick)
+
+
+def _outputs(args: argparse.Namespace, rt: edgert.Runtime, summary: dict[str, Any]) -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=2))
     if args.timeline:
         rt.write_timeline(args.timeline)
-        console.print(f"timeline: {args.timeline} (open in ui.perfetto.dev)")
+        print(f"timeline: {args.timeline} (open in ui.perfetto.dev)")
     if args.plot:
         from edgert.bench.plot import plot_records  # noqa: PLC0415
 
-        plot_records(rt.records(), args.plot, title=f"edgert xr-demo ({rt.scheduler})")
-        console.print(f"plot: {args.plot}")
+        plot_records(rt.records(), args.plot, title=f"edgert xr-demo — scheduler: {rt.scheduler}")
+        print(f"plot: {args.plot}")

@@ -82,10 +82,12 @@ def test_core_only_command_line_works_and_names_extras() -> None:
     proc = _core_only("""
         from edgert.cli import main
         assert main(["devices"]) == 0
-        assert main(["run", "xr-demo", "--seconds", "1"]) == 2
+        assert main(["run", "xr-demo", "--seconds", "1", "--plot", "x.png"]) == 2
+        assert main(["run", "xr-demo", "--seconds", "1", "--frames", "."]) == 2
         assert main(["cloud", "serve", "--broker", "mqtt://127.0.0.1:1", "--models", "."]) == 2
     """)
     assert proc.returncode == 0, proc.stderr
     assert "litert-xnnpack" in proc.stdout
     assert "edgert cloud serve needs aiomqtt: pip install 'edgert[cloud]'" in proc.stderr
-    assert "edgert run xr-demo needs rich: pip install 'edgert[cli]'" in proc.stderr
+    assert "--plot needs matplotlib: pip install 'edgert[plot]'" in proc.stderr
+    assert "--frames DIR needs matplotlib: pip install 'edgert[plot]'" in proc.stderr

@@ -17,6 +17,7 @@ shown from WARNING up; ``edgert -v COMMAND`` shows their INFO lines too.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import os
@@ -90,6 +91,9 @@ def quiet_native_logs(verbose: int) -> Iterator[None]:
     try:
         yield
     finally:
+        # Native objects left in reference cycles (LiteRT's CompiledModel environment after a probe) log
+        # their teardown when collected: collect them while the router still listens, not at exit.
+        gc.collect()
         router.stop()   # drains the pipe through the handler first
         log.removeHandler(handler)
         log.setLevel(old_level)

@@ -8,8 +8,9 @@
 (``edgert.testing.genmodels``: tiny, mlp, cnn, ...) built on the fly in ``--format``.
 The default delegate is the CPU path of the model's format (``litert-xnnpack`` /
 ``ort-cpu``) so that edgert and ``--direct`` run the same backend. LoadGen's
-summary is printed as LoadGen wrote it, then a one-line digest. Errors print one
-line and exit 2.
+summary is printed as LoadGen wrote it, then a table of the runs that fits the
+terminal (80 columns piped); progress goes to stderr for runs of a second or
+more. Errors print one line and exit 2.
 """
 
 from __future__ import annotations
@@ -20,10 +21,14 @@ import os
 import statistics
 import sys
 import tempfile
+import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from edgert.cli._progress import Progress
+from edgert.cli._table import Column, render, width
 from edgert.errors import ConfigError, EdgeRTError
 
 DEFAULT_DELEGATE = {".tflite": "litert-xnnpack", ".onnx": "ort-cpu"}
@@ -102,6 +107,7 @@ def _run(args: argparse.Namespace) -> int:
 
     L.import_loadgen()
     workers = args.cpu_workers if args.cpu_workers is not None else (os.cpu_count() or 1)
+    total = width()
     with tempfile.TemporaryDirectory(prefix="edgert-bench-") as tmp:
         path = _resolve_model(args.model, args.format, Path(tmp))
         samples = L.Samples(L.direct_specs(path), args.samples)
@@ -111,24 +117,65 @@ def _run(args: argparse.Namespace) -> int:
             expected_latency_ms=single_ms / 2,  # LoadGen pre-generates queries for this; err on more
             target_qps=args.target_qps or _default_qps(args.scenario, workers, single_ms),
             target_latency_ms=args.target_latency_ms or max(10 * single_ms, 1.0))
-        print(f"model {path.name}: {single_ms:.3f} ms a run (direct, median of 30); scenario {args.scenario}; "
-              f"{workers} worker(s); target {settings.target_qps} qps, {settings.target_latency_ms:.1f} ms bound",
-              flush=True)
+        print("\n".join(textwrap.wrap(
+            f"model {path.name}: {single_ms:.3f} ms a run (direct, median of 30); scenario {args.scenario}; "
+            f"{workers} worker(s); target {settings.target_qps} qps, {settings.target_latency_ms:.1f} ms bound",
+            total, subsequent_indent="  ")), flush=True)
         sides = ["direct"] if args.direct else ["direct", "edgert"] * max(1, args.repeat) if args.compare \
             else ["edgert"]
         reports = []
-        for i, side in enumerate(sides):
-            log_dir = Path(args.log_dir) / f"{i:02d}-{side}" if args.log_dir else None
-            rep = _one(L, side, path, samples, settings, workers, args.delegates, log_dir, args.inline)
-            reports.append(rep)
-            if not args.compare:
+        with RunProgress(f"loadgen {args.scenario}", len(sides), args.duration_s) as bar:
+            for i, side in enumerate(sides):
+                bar.start(i, side)
+                log_dir = Path(args.log_dir) / f"{i:02d}-{side}" if args.log_dir else None
+                reports.append(_one(L, side, path, samples, settings, workers, args.delegates, log_dir, args.inline))
+        if not args.compare:
+            for rep in reports:
                 print(_summary_block(rep.summary))
-            print(_digest(rep), flush=True)
+        print(_runs_table(reports, total), flush=True)
     if args.compare:
-        print(_ratio(reports, args.scenario))
+        print(_ratio(reports, args.scenario, total))
     if args.json:
         Path(args.json).write_text(json.dumps([_as_json(r) for r in reports], indent=2) + "\n")
     return 0
+
+
+class RunProgress:
+    """Progress on stderr (edgert.cli._progress) across ``runs`` LoadGen runs of about ``run_s`` each.
+
+    A ticker thread moves the bar within a run by its elapsed time; shown only when the whole
+    benchmark is expected to take a second or more.
+    """
+
+    def __init__(self, label: str, runs: int, run_s: float, tick_s: float = 0.2) -> None:
+        self.runs, self.run_s, self.tick_s = runs, max(run_s, 1e-3), tick_s
+        self.bar = Progress(label, enabled=runs * run_s >= 1.0)
+        self._i, self._note, self._t0 = 0, "", time.perf_counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, daemon=True, name="edgert-bench-progress")
+
+    def start(self, i: int, side: str) -> None:
+        """Run ``i`` (0-based), on ``side`` (direct or edgert), begins now."""
+        self._i, self._note, self._t0 = i, f"run {i + 1}/{self.runs} {side}", time.perf_counter()
+        self.bar.update(i / self.runs, self._note)
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.tick_s):
+            within = min((time.perf_counter() - self._t0) / self.run_s, 0.99)
+            self.bar.update((self._i + within) / self.runs, self._note)
+
+    def __enter__(self) -> RunProgress:
+        if self.bar.enabled:
+            self._thread.start()
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        if exc_type is None:
+            self.bar.update(1.0, f"{self.runs} run(s)")
+        self.bar.close()
 
 
 def _default_qps(scenario: str, workers: int, single_ms: float) -> float:
@@ -177,28 +224,44 @@ def _summary_block(text: str) -> str:
     return body.rstrip().rstrip("=").rstrip()
 
 
-def _digest(r: Any) -> str:
-    """One line: verdict (and what was not satisfied), latency percentiles (ms), rate, statuses."""
-    pct = " ".join(f"p{p.split('.')[0]} {r.latency_ms(p):.3f}" for p in ("50.00", "90.00", "99.00")
-                   if r.latency_ms(p) is not None)
-    verdict = "VALID" if r.valid else f"INVALID ({', '.join(r.unsatisfied()) or 'see summary'}: NO)"
-    qps = r.qps()
-    rate = f"{qps:.1f} samples/s; " if qps is not None else ""
-    return f"[{r.sut:6s}] {r.scenario}: {verdict}; latency ms {pct}; {rate}statuses {r.status}; {r.wall_s:.1f} s"
+def _runs_table(reports: list[Any], total: int) -> str:
+    """One row per LoadGen run: verdict, latency percentiles (ms), samples/s, statuses, wall time (s)."""
+    cols = [Column("run", "<"), Column("verdict", "<"), Column("p50"), Column("p90"), Column("p99"),
+            Column("samples/s"), Column("ok"), Column("other"), Column("wall s")]
+    rows, notes = [], []
+    for i, r in enumerate(reports, 1):
+        qps = r.qps()
+        other = sum(n for k, n in r.status.items() if k != "ok")
+        rows.append([f"{i} {r.sut}", "VALID" if r.valid else "INVALID",
+                     *(_fmt(r.latency_ms(p)) for p in ("50.00", "90.00", "99.00")),
+                     f"{qps:.1f}" if qps is not None else "-", str(r.status.get("ok", 0)), str(other),
+                     f"{r.wall_s:.1f}"])
+        if not r.valid:
+            notes.append(f"run {i} INVALID: {', '.join(r.unsatisfied()) or 'see the summary'}: NO")
+        if other:
+            notes.append(f"run {i} statuses: " + ", ".join(f"{k} {n}" for k, n in r.status.items()))
+    return render(cols, rows, title=f"{reports[0].scenario}: LoadGen runs (latency p50/p90/p99 in ms)",
+                  total=total, footer=notes)
 
 
-def _ratio(reports: list[Any], scenario: str) -> str:
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def _ratio(reports: list[Any], scenario: str, total: int = 80) -> str:
+    """Median per side of each figure, and edgert/direct."""
     def med(side: str, f: Any) -> float | None:
         vals = [f(r) for r in reports if r.sut == side and f(r) is not None]
         return statistics.median(vals) if vals else None
-    lines = []
+    rows = []
     for label, f in (("p50 ms", lambda r: r.latency_ms("50.00")), ("p90 ms", lambda r: r.latency_ms("90.00")),
                      ("p99 ms", lambda r: r.latency_ms("99.00")), ("samples/s", lambda r: r.qps())):
         d, e = med("direct", f), med("edgert", f)
         if d and e:
-            lines.append(f"  {label:10s} direct {d:9.3f}   edgert {e:9.3f}   edgert/direct {e / d:5.3f}")
-    head = f"{scenario}, median over {sum(r.sut == 'edgert' for r in reports)} run(s) per side:"
-    return "\n".join([head, *lines])
+            rows.append([label, f"{d:.3f}", f"{e:.3f}", f"{e / d:.3f}"])
+    cols = [Column("", "<"), Column("direct"), Column("edgert"), Column("edgert/direct")]
+    n = sum(r.sut == "edgert" for r in reports)
+    return render(cols, rows, title=f"{scenario}, median over {n} run(s) per side:", total=total)
 
 
 def _as_json(r: Any) -> dict[str, Any]:

@@ -27,6 +27,7 @@ prior): a slow spell cannot keep the cloud out for the rest of a session.
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -116,16 +117,20 @@ class CloudWorker(Worker):
         assert isinstance(session, CloudSession)
         name = req.model.name
         t = time.perf_counter()
+        budget = self.give_up_ms(req, now) - now
         try:
-            out = session.run(req.feeds, self.give_up_ms(req, now) - now)
-        except OffloadError:
-            if self._rt is not None and self.link.connected:
+            out = session.run(req.feeds, budget)
+        except OffloadError as exc:
+            end = time.perf_counter()
+            connected = self.link.connected
+            if self._rt is not None and connected:
                 # A reply that did not come in time is a latency sample too (a lower bound): without
                 # it the estimate would stay at its last good value and the policy would keep sending.
                 with self.cond:
-                    self._last_s[name] = end = time.perf_counter()
+                    self._last_s[name] = end
                     self._rt.estimator.update(name, self.name, (end - t) * 1e3)
-            raise
+            raise OffloadError(failure_reason(str(exc), (end - t) * 1e3, budget, req.deadline_ms - now,
+                                              connected)) from exc
         end = time.perf_counter()
         with self.cond:
             self._last_s[name] = end
@@ -190,6 +195,30 @@ class CloudWorker(Worker):
         finally:
             if self._embedded is not None:
                 self._embedded.close()
+
+
+def failure_reason(error: str, elapsed_ms: float, budget_ms: float, deadline_in_ms: float, connected: bool) -> str:
+    """What happened to a failed cloud request, as ``"cloud <what>: <detail>"``.
+
+    ``<what>`` is ``broker lost`` (the connection is down), ``timeout`` (no reply within the
+    give-up time ``budget_ms``), ``error reply [code]`` (a worker answered with an error) or
+    ``error``; the text before the first ``": "`` is what a report counts requests by.
+
+    >>> failure_reason("no reply", 20.4, 20.0, 33.3, True)
+    'cloud timeout: no reply after 20.4 ms (gave up at 20.0 ms; the deadline was 33.3 ms away)'
+    >>> failure_reason("cloud worker w1 refused 'm': [busy] queue full", 3.0, 20.0, 33.3, True)
+    "cloud error reply [busy]: cloud worker w1 refused 'm': [busy] queue full"
+    """
+    if not connected:
+        return f"cloud broker lost: {error}"
+    if elapsed_ms >= budget_ms:
+        away = f"the deadline was {deadline_in_ms:.1f} ms away" if math.isfinite(deadline_in_ms) \
+            else "no deadline: the link's timeout"
+        return f"cloud timeout: no reply after {elapsed_ms:.1f} ms (gave up at {budget_ms:.1f} ms; {away})"
+    code = re.search(r"refused .*?: \[([^\]]+)\]", error)
+    if code:
+        return f"cloud error reply [{code.group(1)}]: {error}"
+    return f"cloud error: {error}"
 
 
 def give_up_ms(deadline_ms: float, now_ms: float, expected_ms: float, reserve_ms: float,

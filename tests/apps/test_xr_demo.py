@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import re
 import subprocess
 import sys
 
@@ -68,3 +71,93 @@ def test_xr_demo_tracks_a_video_and_draws_it(tmp_path, mediapipe_dir):
     assert cv2.imread(str(snap)) is not None
     cap = cv2.VideoCapture(str(show))
     assert cap.read()[0]
+
+
+def _demo(mediapipe_dir, *extra: str, columns: int = 80, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": str(columns)}
+    return subprocess.run([sys.executable, "-m", "edgert.cli", "run", "xr-demo", "--models-dir", str(mediapipe_dir),
+                           *extra], capture_output=True, text=True, timeout=180, env=env, **kw)
+
+
+def _check_tables_fit(text: str, columns: int) -> None:
+    """Every line fits; every table's header names each column over a rule at least as wide (none cut away)."""
+    lines = text.splitlines()
+    assert max(len(x) for x in lines) <= columns, max(lines, key=len)
+    rules = [i for i, x in enumerate(lines) if x and set(x) <= {"-", " "} and "--" in x]
+    assert len(rules) == 2, text          # the model table and the stream table
+    for i in rules:
+        heads, segs = lines[i - 1].split(), lines[i].split()
+        assert len(heads) == len(segs), (lines[i - 1], lines[i])
+        assert all(len(s) >= min(len(h), 4) for h, s in zip(heads, segs)), (lines[i - 1], lines[i])
+
+
+@pytest.mark.slow
+@pytest.mark.broker
+def test_xr_demo_piped_at_80_columns_prints_a_plain_summary_that_fits(tmp_path, mediapipe_dir):
+    """Piped: no live table, a blank line then the summary; both tables fit 80 columns; the cloud line says
+    how many requests went there and, when none did, why (expected cloud latency against the deadline)."""
+    out = tmp_path / "s.json"
+    proc = _demo(mediapipe_dir, "--seconds", "3", "--offload", "auto", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("\nedgert xr-demo: scheduler"), proc.stdout[:200]
+    assert proc.stdout.count("edgert xr-demo:") == 1                  # no live redraws
+    assert "\x1b[" not in proc.stdout and "┃" not in proc.stdout
+    _check_tables_fit(proc.stdout, 80)
+    for name in ("palm_", "selfie_", "segmentation"):
+        assert name in proc.stdout
+    cloud = json.loads(out.read_text())["cloud"]
+    assert f"cloud: {cloud['requests']} of {cloud['of']} requests ran there" in " ".join(proc.stdout.split())
+    if cloud["requests"] == 0:
+        assert "palm_detection_full: " in cloud["why_none"] and " ms" in cloud["why_none"], cloud
+        assert "none because" in proc.stdout
+    else:
+        assert cloud["why_none"] is None
+
+
+@pytest.mark.slow
+def test_xr_demo_live_on_a_terminal_fits_80_columns(mediapipe_dir):
+    """On a terminal the tables redraw live; every drawn line (ANSI codes aside) fits 80 columns."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "edgert.cli", "run", "xr-demo", "--seconds", "2",
+                             "--models-dir", str(mediapipe_dir)], stdout=slave, stderr=subprocess.PIPE,
+                            env={**os.environ, "COLUMNS": "80"})
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.wait(120) == 0, proc.stderr.read()
+    os.close(master)
+    raw = b"".join(chunks).decode(errors="replace")
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", raw)
+    assert text.count("edgert xr-demo:") >= 2                        # live redraws, then the summary
+    assert max(len(x) for x in re.split(r"[\r\n]", text)) <= 80
+
+
+@pytest.mark.slow
+@pytest.mark.broker
+def test_xr_demo_offload_auto_counts_each_failure_by_reason(tmp_path, mediapipe_dir):
+    """Cloud only (no CPU worker) on a 30 fps budget: requests that fail carry why, counted per model in
+    the JSON and under the table; a failure on the cloud says what happened there."""
+    out = tmp_path / "s.json"
+    proc = _demo(mediapipe_dir, "--seconds", "3", "--offload", "auto", "--cpu-workers", "0", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    _check_tables_fit(proc.stdout, 80)
+    summary = json.loads(out.read_text())
+    assert summary["cloud"]["requests"] > 0
+    for name, m in summary["per_model"].items():
+        assert sum(summary["reasons"].get(name, {}).values()) == m["failed"] + m["dropped"], name
+        assert set(m["by_processor"]) <= {"cloud"}
+    failed_on_cloud = {k for r in summary["reasons"].values() for k in r if k.startswith("cloud ")}
+    assert failed_on_cloud <= {"cloud timeout", "cloud broker lost", "cloud error"} | {
+        k for k in failed_on_cloud if k.startswith("cloud error reply [")}
+    if summary["reasons"]:
+        assert "failed or dropped, by reason:" in proc.stdout
+        for name, counts in summary["reasons"].items():
+            k, n = next(iter(counts.items()))
+            assert f"{k} x{n}" in " ".join(proc.stdout.split()), (name, k)

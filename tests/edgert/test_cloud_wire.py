@@ -12,7 +12,7 @@ import pytest
 from edgert.offload import CloudConfig, parse_broker_url
 from edgert.offload._wire import MAGIC, WireError, decode_arrays, decode_header, encode, spec_from_json, spec_to_json
 from delegates.base import TensorSpec
-from edgert.offload._worker import give_up_ms
+from edgert.offload._worker import failure_reason, give_up_ms
 from edgert.errors import ConfigError
 
 
@@ -119,3 +119,23 @@ def test_unknown_offload_values() -> None:
         make_cloud_worker("tcp://x", threading.Lock())
     with pytest.raises(ConfigError, match="offload must be"):
         make_cloud_worker(42, threading.Lock())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("error", "elapsed", "budget", "connected", "want"), [
+    ("no reply from a cloud worker for 'm' within 20.0 ms", 20.4, 20.0, True,
+     "cloud timeout: no reply after 20.4 ms (gave up at 20.0 ms; the deadline was 33.3 ms away)"),
+    ("lost the connection to the MQTT broker at mqtt://127.0.0.1:1883 (rc=7)", 3.0, 20.0, False,
+     "cloud broker lost: lost the connection to the MQTT broker at mqtt://127.0.0.1:1883 (rc=7)"),
+    ("cloud worker w1 refused 'm': [unknown-model] no such digest", 3.0, 20.0, True,
+     "cloud error reply [unknown-model]: cloud worker w1 refused 'm': [unknown-model] no such digest"),
+    ("request for 'm' is 9 bytes, over the 8-byte cap", 0.1, 20.0, True,
+     "cloud error: request for 'm' is 9 bytes, over the 8-byte cap"),
+])
+def test_a_failed_cloud_request_says_what_happened(error: str, elapsed: float, budget: float, connected: bool,
+                                                    want: str) -> None:
+    """The reason's head (before ': ') is what reports count by: timeout, broker lost, error reply [code]."""
+    assert failure_reason(error, elapsed, budget, 33.3, connected) == want
+
+
+def test_a_timeout_without_a_deadline_names_the_link_timeout() -> None:
+    assert failure_reason("no reply", 5001.0, 5000.0, math.inf, True).endswith("no deadline: the link's timeout)")

@@ -7,6 +7,7 @@ Real LoadGen, real runtime, real LiteRT / ONNX Runtime, generated models. Needs
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import numpy as np
@@ -112,13 +113,20 @@ def test_windowed_sut_completes_every_sample_when_futures_finish_inline() -> Non
 
 
 @pytest.mark.parametrize("scenario", ["MultiStream", "Server", "Offline"])
-def test_other_scenarios_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture, scenario: str) -> None:
+def test_other_scenarios_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                        monkeypatch: pytest.MonkeyPatch, scenario: str) -> None:
+    """--compare: a row per run and the ratio table, every line within 80 columns; progress on stderr (1 s)."""
+    monkeypatch.setenv("COLUMNS", "80")
     out_json = tmp_path / "r.json"
     assert cli(["bench", "loadgen", "--scenario", scenario, "--model", "mlp", "--compare", "--duration-s", "0.5",
                 "--min-queries", "20", "--target-qps", "500", "--json", str(out_json)]) == 0
-    out = capsys.readouterr().out
-    assert f"[direct] {scenario}: VALID" in out or f"[direct] {scenario}: INVALID" in out
-    assert "edgert/direct" in out
+    cap = capsys.readouterr()
+    out = cap.out
+    assert max(len(x) for x in out.splitlines()) <= 80, max(out.splitlines(), key=len)
+    assert re.search(r"^1 direct +(VALID|INVALID) +[\d.]+ +[\d.]+ +[\d.]+ ", out, re.M), out
+    assert re.search(r"^2 edgert +(VALID|INVALID) ", out, re.M), out
+    assert re.search(r"^p50 ms +[\d.]+ +[\d.]+ +[\d.]+$", out, re.M) and "edgert/direct" in out
+    assert f"loadgen {scenario}: 100% after" in cap.err and "run 2/2 edgert" in cap.err
     import json
     reports = json.loads(out_json.read_text())
     assert [r["sut"] for r in reports] == ["direct", "edgert"]
@@ -130,7 +138,14 @@ def test_cli_prints_loadgen_summary(capsys: pytest.CaptureFixture) -> None:
                 "--min-queries", "20"]) == 0
     out = capsys.readouterr().out
     assert "MLPerf Results Summary" in out and "Result is : VALID" in out
-    assert "[edgert] SingleStream: VALID" in out
+    assert re.search(r"^1 edgert +VALID ", out, re.M), out
+
+
+def test_short_runs_show_no_progress(capsys: pytest.CaptureFixture) -> None:
+    """Under a second of benchmarking: nothing on stderr."""
+    assert cli(["bench", "loadgen", "--scenario", "SingleStream", "--model", "tiny", "--duration-s", "0.3",
+                "--min-queries", "20"]) == 0
+    assert capsys.readouterr().err == ""
 
 
 def test_cli_errors_are_one_line(capsys: pytest.CaptureFixture) -> None:

@@ -1,0 +1,204 @@
+"""What ``edgert run xr-demo`` prints and writes: the summary, its two tables, failure reasons, the cloud.
+
+Plain text from :func:`edgert.cli._table.render`, so the same tables fit an
+80-column terminal, a wide one and a pipe (names wrap at ``_``, figures are
+never cut). Times are in ms throughout.
+
+* :func:`summarize`: per model (fps, deadline-met %, p50/p99 ms, placement) and per stream.
+* :func:`failure_reasons`: ``{model: {reason: n}}`` over the failed and dropped requests.
+* :func:`cloud_report`: how many requests ran on the cloud and, when none did, why.
+* :func:`model_table` / :func:`stream_table`: the tables, a footer of reasons under the first.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import textwrap
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from edgert.cli._table import Column, render
+from scheduler.timeline import RequestRecord
+
+#: Statuses whose record carries a reason worth counting.
+REASON_STATUSES = ("failed", "dropped")
+#: The model table's figure columns, before one column per processor (or kind).
+_FIGURES = ("fps", "req", "met%", "late", "drop", "fail", "p50", "p99")
+
+
+class _SessionLike(Protocol):
+    stats: dict[str, Any]
+    pipes: dict[str, Any]
+
+
+def summarize(stats: dict[str, dict[str, Any]], seconds: float, session: _SessionLike) -> dict[str, Any]:
+    """Per model (fps, deadline-met %, p50/p99 ms, placement) and per stream (frames on time, detector runs)."""
+    per_model = {}
+    for name, s in stats.items():
+        done = s["ok"] + s["late"]
+        per_model[name] = {**s, "fps": done / seconds if seconds else 0.0,
+                           "deadline_met_pct": 100.0 * (s["slo_met_rate"] or 0.0)}
+    per_stream = {}
+    for name, st in session.stats.items():
+        counts: dict[str, Any] = next(iter(session.pipes[name].counts().values()), {})
+        lat = np.asarray(st.latencies_ms) if st.latencies_ms else np.zeros(1)
+        per_stream[name] = {"frames": st.frames, "on_time": st.on_time,
+                            "on_time_pct": 100.0 * st.on_time / st.frames if st.frames else 0.0,
+                            "p50_ms": float(np.percentile(lat, 50)), "p99_ms": float(np.percentile(lat, 99)),
+                            **counts}
+    return {"seconds": seconds, "per_model": per_model, "per_stream": per_stream}
+
+
+_DROPPED_PREFIX = re.compile(r"^request for model '[^']*' was dropped: ")
+
+
+def reason_class(reason: str) -> str:
+    """The part of a reason to count by: the text before the first ``": "`` once the
+    ``request for model 'm' was dropped:`` preamble is gone (``"cloud timeout"``,
+    ``"cannot meet its deadline"``), figures as ``N``, so that reasons differing only
+    in their numbers count together.
+
+    >>> reason_class("cloud timeout: no reply after 20.4 ms")
+    'cloud timeout'
+    >>> reason_class("request for model 'pose' was dropped: cannot meet its deadline: finish 2.5 ms > 2.1 ms")
+    'cannot meet its deadline'
+    """
+    head = _DROPPED_PREFIX.sub("", reason.strip()).split(": ", 1)[0].strip()
+    return re.sub(r"\d+\.\d+", "N", head) or "no reason given"
+
+
+def failure_reasons(records: Sequence[RequestRecord]) -> dict[str, dict[str, int]]:
+    """``{model: {reason: n}}`` over the failed and dropped requests (reasons as :func:`reason_class`)."""
+    out: dict[str, Counter[str]] = {}
+    for r in records:
+        if r.status in REASON_STATUSES:
+            out.setdefault(r.model, Counter())[reason_class(r.reason)] += 1
+    return {m: dict(c.most_common()) for m, c in sorted(out.items())}
+
+
+def reason_examples(records: Sequence[RequestRecord]) -> dict[str, str]:
+    """One full reason text per reason of :func:`failure_reasons` (the last seen)."""
+    return {reason_class(r.reason): r.reason for r in records if r.status in REASON_STATUSES and r.reason}
+
+
+class _Estimator(Protocol):
+    def expected_ms(self, model: str, processor: str) -> float | None: ...
+
+
+def cloud_report(records: Sequence[RequestRecord], processors: Sequence[str],
+                 estimator: _Estimator) -> dict[str, Any] | None:
+    """How many requests ran on the cloud (ok, late, failed there) and, when none did, why not.
+
+    The why compares, per model that had requests, the cloud's expected latency (ms) with the
+    deadline and with the fastest local processor. None when the runtime has no cloud.
+    """
+    if "cloud" not in processors:
+        return None
+    on_cloud = [r for r in records if r.processor == "cloud"]
+    report: dict[str, Any] = {"requests": len(on_cloud), "of": len(records), "expected_ms": {}, "why_none": None,
+                              "failed": sum(r.status == "failed" for r in on_cloud)}
+    budget: dict[str, float] = {}
+    for r in records:
+        if math.isfinite(r.deadline_ms) and math.isfinite(r.arrival_ms):
+            budget[r.model] = r.deadline_ms - r.arrival_ms
+    why = []
+    for model, ms in sorted(budget.items()):
+        cloud = estimator.expected_ms(model, "cloud")
+        local = [v for p in processors if p != "cloud" and (v := estimator.expected_ms(model, p)) is not None]
+        report["expected_ms"][model] = {"cloud": cloud, "local": min(local) if local else None, "deadline": ms}
+        if cloud is None:
+            why.append(f"{model}: the cloud does not serve it")
+        elif cloud > ms:
+            why.append(f"{model}: cloud {cloud:.1f} ms expected > {ms:.1f} ms deadline")
+        elif local and min(local) <= cloud:
+            why.append(f"{model}: local {min(local):.1f} ms beats cloud {cloud:.1f} ms (deadline {ms:.1f} ms)")
+        else:
+            why.append(f"{model}: cloud {cloud:.1f} ms fits the {ms:.1f} ms deadline, but was never needed")
+    if not on_cloud:
+        report["why_none"] = "; ".join(why) or "no request had a deadline to compare with"
+    return report
+
+
+def cloud_line(report: dict[str, Any] | None) -> str:
+    """One sentence on the cloud (empty without one)."""
+    if report is None:
+        return ""
+    line = f"cloud: {report['requests']} of {report['of']} requests ran there"
+    if report["failed"]:
+        line += f" ({report['failed']} failed)"
+    if report["why_none"]:
+        line += f"; none because {report['why_none']}"
+    return line
+
+
+def placement_groups(processors: Sequence[str]) -> dict[str, list[str]]:
+    """Processors by kind: ``cpu0``, ``cpu1`` → ``cpu``; ``cloud`` stays ``cloud``."""
+    kinds: dict[str, list[str]] = {}
+    for p in processors:
+        kinds.setdefault(re.sub(r"\d+$", "", p) or p, []).append(p)
+    return kinds
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def model_table(summary: dict[str, Any], processors: Sequence[str], title: str, total: int,
+                footer: Sequence[str] = ()) -> str:
+    """One row per model: fps, requests, deadline met %, late/dropped/failed, p50/p99 (ms), placement.
+
+    Placement is one column per processor, or per kind (``cpu``) when that wraps fewer names.
+    """
+    each = {p: [p] for p in processors}
+    kinds = placement_groups(processors)
+    texts = [_model_table(summary, g, title, total, footer) for g in ((each, kinds) if kinds != each else (each,))]
+    return min(texts, key=lambda t: t.count("\n"))
+
+
+def _model_table(summary: dict[str, Any], groups: dict[str, list[str]], title: str, total: int,
+                 footer: Sequence[str]) -> str:
+    cols = [Column("model", "<", wrap=True), *(Column(h) for h in _FIGURES), *(Column(g) for g in groups)]
+    rows = []
+    for name, m in summary["per_model"].items():
+        by = m["by_processor"]
+        rows.append([name, f"{m['fps']:.1f}", str(m["requests"]), f"{m['deadline_met_pct']:.1f}", str(m["late"]),
+                     str(m["dropped"]), str(m["failed"]), _ms(m["p50_ms"]), _ms(m["p99_ms"]),
+                     *(str(sum(by.get(p, 0) for p in ps)) for ps in groups.values())])
+    return render(cols, rows, title=title, total=total, footer=footer)
+
+
+def stream_table(summary: dict[str, Any], total: int) -> str:
+    """One row per stream: frames, whole cascade on time %, p50/p99 (ms), detector runs, tracked frames."""
+    cols = [Column("stream", "<", wrap=True), Column("frames"), Column("met%"), Column("p50"), Column("p99"),
+            Column("detect"), Column("tracked")]
+    rows = [[name, str(s["frames"]), f"{s['on_time_pct']:.1f}", f"{s['p50_ms']:.1f}", f"{s['p99_ms']:.1f}",
+             str(s.get("detector_runs", "-")), str(s.get("frames_tracked", "-"))]
+            for name, s in summary["per_stream"].items()]
+    return render(cols, rows, title="streams: met% = frames whose whole cascade met its deadline; "
+                                    "p50/p99 in ms; detect = detector ran, tracked = tracking held it",
+                  total=total)
+
+
+def reason_footer(summary: dict[str, Any]) -> list[str]:
+    """Lines under the model table: each model's failed/dropped requests by reason, then an example of each."""
+    lines = [f"{model}: " + ", ".join(f"{k} x{n}" for k, n in counts.items())
+             for model, counts in summary.get("reasons", {}).items()]
+    examples = summary.get("reason_examples", {})
+    lines += [f"e.g. {examples[k]}" for k in sorted(examples) if examples[k] != k]
+    return ["failed or dropped, by reason:", *lines] if lines else []
+
+
+def report_text(summary: dict[str, Any], processors: Sequence[str], title: str, total: int) -> str:
+    """The model table (reasons under it), the stream table, each stream's frames on time, the cloud."""
+    parts = [model_table(summary, processors, title, total, footer=reason_footer(summary)), "",
+             stream_table(summary, total)]
+    parts += [f"  {name:<13} frames whose whole cascade met its deadline: "
+              f"{s['on_time']}/{s['frames']} ({s['on_time_pct']:.1f}%)" for name, s in summary["per_stream"].items()]
+    line = cloud_line(summary.get("cloud"))
+    if line:
+        parts += ["", *textwrap.wrap(line, total, subsequent_indent="  ")]
+    return "\n".join(parts)
