@@ -66,7 +66,7 @@ load = number(0.0, MAX_LOAD)
 #: A random seed: numpy takes 0 .. 2**63 - 1.
 seed = integer(0, 2**63 - 1)
 #: A worker count.
-workers = integer(1, 1024)
+workers = integer(0, 1024)   # 0: no CPU worker (a cloud-only runtime with --offload)
 
 
 def output_path(*suffixes: str) -> Callable[[str], str]:

@@ -23,7 +23,7 @@ CASES = [
     (SIM + ["--json", "/nonexistent/s.json"], "directory '/nonexistent' does not exist"),
     (["run", "xr-demo", "--plot", "/nonexistent/p.png"], "edgert run: error: --plot cannot write '/nonexistent/p.png'"),
     (["run", "xr-demo", "--seconds", "-1"], "--seconds must be > 0 and <= 86400 s, got -1"),
-    (["run", "xr-demo", "--cpu-workers", "0"], "--cpu-workers must be >= 1"),
+    (["run", "xr-demo", "--cpu-workers", "-1"], "--cpu-workers must be >= 0"),
     (["bogus"], "edgert: error: COMMAND: invalid choice: 'bogus'"),
 ]
 
