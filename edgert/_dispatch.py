@@ -24,6 +24,7 @@ import numpy as np
 
 from edgert._result import DROPPED, FAILED, LATE, OK, Request, Result, outputs_dict
 from edgert._stats import ModelStats
+from edgert._trace import TraceWriter
 from edgert._worker import Worker
 from edgert.errors import EdgeRTError, RequestDropped
 from scheduler.estimator import LatencyEstimator
@@ -62,6 +63,7 @@ class Dispatcher:
     _records: deque[RequestRecord]         #: the most recent RECORDS_KEPT finished requests
     _inflight: int                         #: requests submitted and not yet terminal
     _stopping: bool                        #: workers exit when their queue is empty
+    _trace: TraceWriter | None             #: every request's line, given its outcome when it ends
 
     def __init__(self, policy: Policy, estimator: LatencyEstimator) -> None:
         self._lock = threading.Lock()
@@ -77,6 +79,7 @@ class Dispatcher:
         self._records = deque(maxlen=RECORDS_KEPT)
         self._inflight = 0
         self._stopping = False
+        self._trace = None
 
     def now_ms(self) -> float:
         """The runtime clock: ms since the runtime started (monotonic)."""
@@ -276,9 +279,14 @@ class Dispatcher:
                      req.model.name, req.id, req.deadline_ms, req.arrival_ms, req.frame, req.trace_id)
         self._complete_locked(req, res, proc, now, done)
 
-    @staticmethod
-    def _resolve(done: Iterable[tuple[Request, Result]]) -> None:
+    def _resolve(self, done: Iterable[tuple[Request, Result]]) -> None:
+        """Hand each terminal result to its request and future, and its outcome to the trace (if any).
+
+        Outside the lock: completion callbacks may submit the next cascade stages."""
+        trace = self._trace
         for req, res in done:
+            if trace is not None:
+                trace.finish(res)
             req.result = res
             fut = req.future
             if fut is not None and not fut.cancelled():

@@ -184,9 +184,6 @@ class Model:
     def __call__(self, inputs: Any) -> dict[str, np.ndarray]:
         """Run synchronously; returns outputs (ok or late) or raises RequestDropped / InferenceError."""
         res = self._rt._call(self._m, inputs)
-        trace = getattr(self._rt, "_trace", None)
-        if trace is not None:
-            trace.finish(res)
         return unwrap(res)
 
     def submit(self, inputs: Any, after: Result | Future[Result] | None = None) -> Future[Result]:
@@ -204,9 +201,6 @@ class Model:
             InputError: before anything is queued.
         """
         fut = self._rt._submit(self._m, self._m.feeds(inputs), after)
-        trace = getattr(self._rt, "_trace", None)
-        if trace is not None:   # the request's trace line gets its outcome when it ends
-            fut.add_done_callback(lambda f: trace.finish(f.result()))
         return fut
 
     async def infer_async(self, inputs: Any) -> dict[str, np.ndarray]:
