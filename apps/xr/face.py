@@ -12,6 +12,7 @@ the same wheel graph's LandmarksRefinementCalculator (left iris → 468‥472, r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from apps.xr import roi
 from apps.xr.anchors import AnchorOptions, generate_anchors
 from apps.xr.decode import DecodeOptions, decode
 from apps.xr.stages import Runner, outputs
+from apps.xr.tracking import DetectAndTrack
 
 DETECT_MODEL, MESH_MODEL, IRIS_MODEL = "face_detection_short_range", "face_landmark", "iris_landmark"
 DETECT_SIZE = 128      # ImageToTensorCalculator: 128×128, keep_aspect_ratio, BORDER_ZERO, [-1, 1]
@@ -32,7 +34,6 @@ DETECT_ROT = (0, 1, 0.0)     # DetectionsToRectsCalculator: keypoint 0 → 1 (ey
 ROI_SCALE = 1.5              # RectTransformationCalculator: 1.5 × 1.5, square_long
 PRESENCE_MIN = 0.5           # TensorsToFloats SIGMOID → ThresholdingCalculator 0.5
 TRACK_ROT = (33, 263, 0.0)   # tracking: DetectionsToRects from landmarks 33 → 263, target 0°
-ASSOCIATION_MIN = 0.5        # AssociationNormRectCalculator min_similarity_threshold
 IRIS_SCALE = 2.3             # iris ROI: eye corners, RectTransformation 2.3, square_long
 EYES = ((33, 133, False), (362, 263, True))   # (corner, corner, mirrored): left eye, right eye
 
@@ -72,52 +73,26 @@ def eye_roi(landmarks: np.ndarray, a: int, b: int) -> roi.Rect:
     return roi.transform(roi.from_points(landmarks[[a, b]], rot), IRIS_SCALE)
 
 
-class FaceTracker:
+class FaceTracker(DetectAndTrack[Face]):
     """The face stream of one camera; same tracking scheme as :class:`apps.xr.hands.HandTracker`."""
+
+    detector_stage = "face_detection"
 
     def __init__(self, detector: edgert.Model, mesh: edgert.Model, iris: edgert.Model | None,
                  max_faces: int = 1, tracking: bool = True, detect_every: int = 1) -> None:
-        self.detector, self.mesh, self.iris = detector, mesh, iris
-        self.max_faces, self.tracking, self.detect_every = max_faces, tracking, max(1, detect_every)
-        self._rois: list[roi.Rect] = []
-        self._frames = 0
-        self.detector_runs = 0
-        self.frames_tracked = 0
+        super().__init__(detector, max_faces, tracking, detect_every)
+        self.mesh, self.iris = mesh, iris
 
-    def reset(self) -> None:
-        """Forget tracked faces."""
-        self._rois = []
+    def _detector_input(self, frame: np.ndarray) -> np.ndarray:
+        return roi.crop(frame, roi.letterbox_rect(*frame.shape[:2]), DETECT_SIZE, DETECT_SIZE, -1.0, 1.0,
+                        border_zero=True)
 
-    def start(self, frame: np.ndarray, run: Runner, faces: list[Face]) -> None:
-        """Submit this frame's requests; finished faces are appended to ``faces``."""
-        tracked = list(self._rois) if self.tracking else []
-        self._rois = []
-        detect = len(tracked) < self.max_faces and (not tracked or self._frames % self.detect_every == 0)
-        self._frames += 1
-        for r in tracked:
-            self._submit_mesh(frame, r, run, faces, None)
-        if not detect:
-            self.frames_tracked += 1
-            run.skip("face_detection")
-            return
-        self.detector_runs += 1
-        x = roi.crop(frame, roi.letterbox_rect(*frame.shape[:2]), DETECT_SIZE, DETECT_SIZE, -1.0, 1.0,
-                     border_zero=True)
-        run.submit("face_detection", self.detector, x, lambda res: self._on_detections(frame, res, tracked,
-                                                                                        run, faces))
+    def _detection_rois(self, out: list[Any], frame: np.ndarray) -> list[roi.Rect]:
+        return detection_rois(decode(out[0], out[1], _ANCHORS, DETECT_DECODE), *frame.shape[:2])
 
-    def _on_detections(self, frame: np.ndarray, res: edgert.Result, tracked: list[roi.Rect], run: Runner,
-                       faces: list[Face]) -> None:
-        out = outputs(res)
-        if out is None:
-            return
-        kept = list(tracked)
-        for r in detection_rois(decode(out[0], out[1], _ANCHORS, DETECT_DECODE), *frame.shape[:2]):
-            if len(kept) >= self.max_faces:
-                break
-            if all(roi.similarity(r, k) <= ASSOCIATION_MIN for k in kept):
-                kept.append(r)
-                self._submit_mesh(frame, r, run, faces, res)
+    def _submit_landmarks(self, frame: np.ndarray, r: roi.Rect, run: Runner, found: list[Face],
+                          after: edgert.Result | None) -> None:
+        self._submit_mesh(frame, r, run, found, after)
 
     def _submit_mesh(self, frame: np.ndarray, r: roi.Rect, run: Runner, faces: list[Face],
                      after: edgert.Result | None) -> None:
@@ -139,8 +114,7 @@ class FaceTracker:
         lm[:, 2] = raw[:, 2] / MESH_SIZE * r.w
         face = Face(lm, score, r)
         faces.append(face)
-        if self.tracking:
-            self._rois.append(tracking_roi(lm))
+        self._keep(tracking_roi(lm))
         if self.iris is None:
             return
         for k, (a, b, mirrored) in enumerate(EYES):

@@ -7,6 +7,7 @@ in the mediapipe 0.10.14 wheel (its palm_detection_cpu and hand_landmark_cpu sub
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from apps.xr import roi
 from apps.xr.anchors import AnchorOptions, generate_anchors
 from apps.xr.decode import DecodeOptions, decode
 from apps.xr.stages import Runner, outputs
+from apps.xr.tracking import DetectAndTrack
 
 PALM_MODEL, LANDMARK_MODEL = "palm_detection_full", "hand_landmark_full"
 PALM_SIZE = 192            # ImageToTensorCalculator: 192×192, keep_aspect_ratio, BORDER_ZERO, [0, 1]
@@ -29,7 +31,6 @@ PRESENCE_MIN = 0.5                # ThresholdingCalculator threshold (min_tracki
 NORMALIZE_Z = 0.4                 # TensorsToLandmarksCalculator normalize_z
 TRACK_IDS = [0, 1, 2, 3, 5, 6, 9, 10, 13, 14, 17, 18]   # HandLandmarksToRectCalculator's partial set
 TRACK_SCALE, TRACK_SHIFT_Y = 2.0, -0.1  # RectTransformationCalculator after it, square_long
-ASSOCIATION_MIN = 0.5             # AssociationNormRectCalculator min_similarity_threshold
 HANDEDNESS = ("Left", "Right")    # handedness label map; binary classification on output 2
 
 
@@ -67,7 +68,7 @@ def tracking_roi(landmarks: np.ndarray) -> roi.Rect:
     return roi.transform(roi.oriented_bounds(p[TRACK_IDS], rot), TRACK_SCALE, shift_y=TRACK_SHIFT_Y)
 
 
-class HandTracker:
+class HandTracker(DetectAndTrack[Hand]):
     """The hand stream of one camera: detector when needed, a landmark request per ROI.
 
     Args:
@@ -78,50 +79,19 @@ class HandTracker:
             n-th frame only (1 = every frame, as MediaPipe does).
     """
 
+    detector_stage = "palm_detection"
+
     def __init__(self, palm: edgert.Model, landmark: edgert.Model, max_hands: int = 2,
                  tracking: bool = True, detect_every: int = 1) -> None:
-        self.palm, self.landmark = palm, landmark
-        self.max_hands, self.tracking, self.detect_every = max_hands, tracking, max(1, detect_every)
-        self._rois: list[roi.Rect] = []
-        self._frames = 0
-        self.detector_runs = 0
-        self.frames_tracked = 0
+        super().__init__(palm, max_hands, tracking, detect_every)
+        self.landmark = landmark
 
-    def reset(self) -> None:
-        """Forget tracked hands (the next frame runs the detector)."""
-        self._rois = []
+    def _detector_input(self, frame: np.ndarray) -> np.ndarray:
+        return roi.crop(frame, roi.letterbox_rect(*frame.shape[:2]), PALM_SIZE, PALM_SIZE, 0.0, 1.0,
+                        border_zero=True)
 
-    def start(self, frame: np.ndarray, run: Runner, hands: list[Hand]) -> None:
-        """Submit this frame's requests; found hands are appended to ``hands`` as they finish."""
-        tracked = list(self._rois) if self.tracking else []
-        self._rois = []
-        detect = len(tracked) < self.max_hands and (not tracked or self._frames % self.detect_every == 0)
-        self._frames += 1
-        for r in tracked:
-            self._submit_landmarks(frame, r, run, hands, None)
-        if not detect:
-            self.frames_tracked += 1
-            run.skip("palm_detection")
-            return
-        self.detector_runs += 1
-        box = roi.letterbox_rect(*frame.shape[:2])
-        x = roi.crop(frame, box, PALM_SIZE, PALM_SIZE, 0.0, 1.0, border_zero=True)
-        run.submit("palm_detection", self.palm, x,
-                   lambda res: self._on_palms(frame, res, tracked, run, hands))
-
-    def _on_palms(self, frame: np.ndarray, res: edgert.Result, tracked: list[roi.Rect], run: Runner,
-                  hands: list[Hand]) -> None:
-        out = outputs(res)
-        if out is None:
-            return
-        dets = decode(out[0], out[1], _ANCHORS, PALM_DECODE)
-        kept = list(tracked)
-        for r in palm_rois(dets, *frame.shape[:2]):
-            if len(kept) >= self.max_hands:
-                break
-            if all(roi.similarity(r, k) <= ASSOCIATION_MIN for k in kept):
-                kept.append(r)
-                self._submit_landmarks(frame, r, run, hands, res)
+    def _detection_rois(self, out: list[Any], frame: np.ndarray) -> list[roi.Rect]:
+        return palm_rois(decode(out[0], out[1], _ANCHORS, PALM_DECODE), *frame.shape[:2])
 
     def _submit_landmarks(self, frame: np.ndarray, r: roi.Rect, run: Runner, hands: list[Hand],
                           after: edgert.Result | None) -> None:
@@ -142,8 +112,7 @@ class HandTracker:
         s = float(out[2].reshape(-1)[0])
         label, score = (HANDEDNESS[0], s) if s > 0.5 else (HANDEDNESS[1], 1.0 - s)
         hands.append(Hand(lm, label, score, presence, r))
-        if self.tracking:
-            self._rois.append(tracking_roi(lm))
+        self._keep(tracking_roi(lm))
 
 
 _ANCHORS = generate_anchors(PALM_ANCHORS)

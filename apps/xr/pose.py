@@ -8,6 +8,7 @@ video-mode One-Euro smoothing is not applied.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -16,6 +17,7 @@ from apps.xr import roi
 from apps.xr.anchors import AnchorOptions, generate_anchors
 from apps.xr.decode import DecodeOptions, decode
 from apps.xr.stages import Runner, outputs
+from apps.xr.tracking import DetectAndTrack
 
 DETECT_MODEL, LANDMARK_MODEL = "pose_detection", "pose_landmark_full"
 DETECT_SIZE = 224     # ImageToTensorCalculator: 224×224, keep_aspect_ratio, BORDER_ZERO, [-1, 1]
@@ -73,40 +75,22 @@ def refine_from_heatmap(xy: np.ndarray, heatmap: np.ndarray) -> np.ndarray:
     return out
 
 
-class PoseTracker:
+class PoseTracker(DetectAndTrack[Pose]):
     """The pose stream of one camera: one person; the detector runs only while none is tracked."""
 
+    detector_stage = "pose_detection"
+
     def __init__(self, detector: edgert.Model, landmark: edgert.Model, tracking: bool = True) -> None:
-        self.detector, self.landmark, self.tracking = detector, landmark, tracking
-        self._roi: roi.Rect | None = None
-        self.detector_runs = 0
-        self.frames_tracked = 0
+        super().__init__(detector, 1, tracking)
+        self.landmark = landmark
 
-    def reset(self) -> None:
-        """Forget the tracked pose."""
-        self._roi = None
+    def _detector_input(self, frame: np.ndarray) -> np.ndarray:
+        return roi.crop(frame, roi.letterbox_rect(*frame.shape[:2]), DETECT_SIZE, DETECT_SIZE, -1.0, 1.0,
+                        border_zero=True)
 
-    def start(self, frame: np.ndarray, run: Runner, poses: list[Pose]) -> None:
-        """Submit this frame's requests; a found pose is appended to ``poses``."""
-        tracked = self._roi if self.tracking else None
-        self._roi = None
-        if tracked is not None:
-            self.frames_tracked += 1
-            run.skip("pose_detection")
-            self._submit_landmarks(frame, tracked, run, poses, None)
-            return
-        self.detector_runs += 1
-        x = roi.crop(frame, roi.letterbox_rect(*frame.shape[:2]), DETECT_SIZE, DETECT_SIZE, -1.0, 1.0,
-                     border_zero=True)
-        run.submit("pose_detection", self.detector, x, lambda res: self._on_detections(frame, res, run, poses))
-
-    def _on_detections(self, frame: np.ndarray, res: edgert.Result, run: Runner, poses: list[Pose]) -> None:
-        out = outputs(res)
-        if out is None:
-            return
+    def _detection_rois(self, out: list[Any], frame: np.ndarray) -> list[roi.Rect]:
         dets = decode(out[0], out[1], _ANCHORS, DETECT_DECODE)
-        if dets:
-            self._submit_landmarks(frame, detection_roi(dets[0], *frame.shape[:2]), run, poses, res)
+        return [detection_roi(dets[0], *frame.shape[:2])] if dets else []   # the first person only
 
     def _submit_landmarks(self, frame: np.ndarray, r: roi.Rect, run: Runner, poses: list[Pose],
                           after: edgert.Result | None) -> None:
@@ -126,8 +110,7 @@ class PoseTracker:
         pts[:, 2] = raw[:, 2] / LANDMARK_SIZE * r.w
         vis = _sigmoid(raw[:33, 3]).astype(np.float32)
         poses.append(Pose(pts[:33].copy(), vis, flag, r))
-        if self.tracking:
-            self._roi = roi.transform(roi.from_alignment(pts[AUX[0]], pts[AUX[1]], ALIGN[2]), ROI_SCALE)
+        self._keep(roi.transform(roi.from_alignment(pts[AUX[0]], pts[AUX[1]], ALIGN[2]), ROI_SCALE))
 
 
 _ANCHORS = generate_anchors(DETECT_ANCHORS)
