@@ -26,7 +26,7 @@ def _profile(**changes: object) -> DeviceProfile:
     return DeviceProfile.from_json(obj)
 
 
-def _run(profile: DeviceProfile | str = "galaxy-s23", **kw: object):  # noqa: ANN202
+def _run(profile: DeviceProfile | str = "galaxy-s23", **kw: object):
     cfg = dict(scenario="ar_gaming", profile=profile, duration_s=3.0, seed=1)
     cfg.update(kw)
     return run_simulation(SimConfig(**cfg))  # type: ignore[arg-type]
@@ -74,7 +74,7 @@ def test_a_hot_device_throttles_runs_and_reports_the_time_at_each_severity() -> 
     heat = hot.summary()["thermal"]
     assert heat["peak_c"] >= 48.0 and heat["ms_at"]["critical"] > 0
     assert heat["throttled_ms"] == pytest.approx(hot.span_ms, rel=1e-6)
-    busy = lambda r: sum(p[3] for p in r.processors if p[1] != "cloud")  # noqa: E731
+    busy = lambda r: sum(p[3] for p in r.processors if p[1] != "cloud")
     assert busy(hot) > 1.6 * busy(cool)
 
 
