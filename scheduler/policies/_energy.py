@@ -34,9 +34,6 @@ if TYPE_CHECKING:
     from scheduler.policies._slots import Processors
 
 _INF = float("inf")
-#: ``"balanced"`` sends a request to a free cloud slot for energy only when the radio costs at most this
-#: share of the local run (pixel4's speech recognition on its cpu: 262 mJ, on the cloud 16 mJ)
-CLOUD_KEEP = 0.1
 #: a policy's objectives, least frugal first (``scheduler.registry.OBJECTIVES`` lists the same)
 OBJECTIVES: tuple[str, ...] = ("deadlines", "balanced", "energy")
 
@@ -131,8 +128,7 @@ class Greener:
         cap: the share of a processor's time the homed models may fill.
         wait: the longest wait for the home, as a multiple of the run there (a longer claim holds the home
             from later, tighter requests: measured on the scheduler table, 1.0 misses least).
-        use_cloud: a free cloud slot may take a request for any lower energy (always while frugal; else only
-            for a saving of ``1 - CLOUD_KEEP``).
+        use_cloud: a free cloud slot may take a request for its lower energy (always while frugal).
 
     While :attr:`frugal` (the heat watch sees the throttle near) any saving counts (``keep`` = 1).
     """
@@ -183,22 +179,20 @@ class Greener:
         home = self.home.get(model)
         mj = self.table.invocation_mj
         energies = [mj(model, names[i], ms, is_cloud[i]) for i, ms in row]
-        best, best_f, best_e, pick_e = pick, finish, _INF, _INF
+        best, best_f, best_e = pick, finish, _INF
         for (i, _), e in zip(row, energies):
             if i == pick:
                 best_e = e if self.frugal else e * self.keep
-                pick_e = e
         k, kc = self.k_energy, 1.0 + self.cloud_margin
-        cloud_ok = self.use_cloud or self.frugal
         for (i, ms), e in zip(row, energies):
             if e >= best_e:
                 continue
             st = ready[i]
-            if is_cloud[i]:   # a free slot, with the cloud's headroom; in "balanced", only for a 10x saving
-                if st > now_ms or st + kc * ms > target or not cloud_ok and e > CLOUD_KEEP * pick_e:
-                    continue
-            elif names[i] != home:
+            if names[i] != home if not is_cloud[i] else not (self.use_cloud or self.frugal):
                 continue
+            if is_cloud[i]:
+                if st > now_ms or st + kc * ms > target:
+                    continue
             elif st + k * ms > target or st - now_ms > self.wait * ms:
                 continue
             best, best_f, best_e = i, st + ms, e
