@@ -82,7 +82,7 @@ class EnergyTable:
 class HeatWatch:
     """The policy's estimate of the device's temperature, and whether the throttle is near."""
 
-    __slots__ = ("_above", "_power", "horizon_ms", "hot", "model")
+    __slots__ = ("_above", "_next_c", "_power", "horizon_ms", "hot", "model")
 
     def __init__(self, table: EnergyTable, horizon_ms: float) -> None:
         from scheduler.sim.thermal import ThermalModel
@@ -92,6 +92,7 @@ class HeatWatch:
         self.horizon_ms = horizon_ms
         self._power = table.base_w
         self._above = table
+        self._next_c = table.thermal.levels[0].at_c   # LIGHT's entry (deg C): hot from there on anyway
         #: True while throttled or the next level is due within the horizon at the current power
         self.hot = False
 
@@ -107,7 +108,8 @@ class HeatWatch:
             if ready > now_ms and not cloud:
                 w += above.get(name, 0.0)
         self._power = w
-        self.hot = m.level > 0 or m.time_to_severity(w) <= self.horizon_ms
+        nxt = self._next_c
+        self.hot = m.level > 0 or (m.steady_state_c(w) > nxt and m.time_to_c(nxt, w) <= self.horizon_ms)
         return self.hot
 
 
@@ -177,25 +179,26 @@ class Greener:
         it spends less than ``keep`` × the energy of ``pick`` (finishing at ``finish``); else ``pick``."""
         names, ready, is_cloud = procs.names, procs.ready, procs.is_cloud
         home = self.home.get(model)
+        cloud_ok = self.use_cloud or self.frugal
+        if not cloud_ok and (home is None or names[pick] == home):
+            return pick, finish                       # nowhere to move (most requests: one check)
         mj = self.table.invocation_mj
-        energies = [mj(model, names[i], ms, is_cloud[i]) for i, ms in row]
-        best, best_f, best_e = pick, finish, _INF
-        for (i, _), e in zip(row, energies):
+        pick_e = _INF
+        for i, ms in row:
             if i == pick:
-                best_e = e if self.frugal else e * self.keep
+                pick_e = mj(model, names[i], ms, is_cloud[i])
+        best, best_f, best_e = pick, finish, pick_e if self.frugal else pick_e * self.keep
         k, kc = self.k_energy, 1.0 + self.cloud_margin
-        for (i, ms), e in zip(row, energies):
-            if e >= best_e:
-                continue
+        for i, ms in row:
             st = ready[i]
-            if names[i] != home if not is_cloud[i] else not (self.use_cloud or self.frugal):
-                continue
-            if is_cloud[i]:
-                if st > now_ms or st + kc * ms > target:
+            if is_cloud[i]:   # a free slot, with the cloud's headroom
+                if not cloud_ok or st > now_ms or st + kc * ms > target:
                     continue
-            elif st + k * ms > target or st - now_ms > self.wait * ms:
+            elif names[i] != home or st + k * ms > target or st - now_ms > self.wait * ms:
                 continue
-            best, best_f, best_e = i, st + ms, e
+            e = mj(model, names[i], ms, is_cloud[i])
+            if e < best_e:
+                best, best_f, best_e = i, st + ms, e
         return best, best_f
 
 
