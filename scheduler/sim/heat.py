@@ -1,15 +1,19 @@
 """Energy and heat of a simulated run (issue #19): the driver's two hooks and the run's energy report.
 
-Heat: one :class:`~scheduler.sim.thermal.ThermalModel` per device. The device's
-power is piecewise constant: ``baseline_w`` + every processor's ``idle_w`` +,
-while a processor runs an invocation, that invocation's power above idle
-(:meth:`~scheduler.sim.energy.EnergyModel.invocation_power_w` − ``idle_w``;
-a cloud run heats with its radio power, its mJ over its ms). The driver calls
-:meth:`Heat.start` from its one start step (``Simulation._start_step``): the
-model is integrated exactly up to the decision instant through every power step
-so far, the processor's speed at that severity stretches the run (run time ÷
-speed, the cloud is never throttled), and the run's power joins from its start
-to its end. :meth:`Heat.close` integrates to the end of the run. Without a
+Heat: one :class:`~scheduler.sim.thermal.ThermalModel` per device, heated by
+``baseline_w`` + every processor's ``idle_w`` + each run's energy above idle
+(measured ``energy_mj`` or ``active_w`` × its ms, less ``idle_w`` × its ms; a
+cloud run's radio energy). The driver's one start step
+(``Simulation._start_step``, here :meth:`Heat.start_step`) divides the run time
+by the processor's speed at the throttling severity in force (the cloud is
+never throttled) and adds the run's energy. At the first start at least
+``SYNC_MS`` (100 ms) after the last sync, the model is integrated exactly
+(closed form, severity changes at their crossing times) at that window's mean
+power, and the speeds follow its severity. The device's time constant is
+minutes (R×C = 670–820 s in the shipped profiles), so averaging over 0.1 s and
+counting a run's energy from its start (a few ms early) moves the temperature
+by well under 0.01 °C; a severity change reaches the speeds up to 0.1 s late.
+:meth:`Heat.close` integrates to the end of the run. Without a
 ``thermal`` section, or with ``SimConfig(thermal=False)``, there is no
 :class:`Heat` and the driver runs its plain start step: nothing is paid.
 
@@ -21,7 +25,7 @@ Energy is computed after the run from the outcome's columns
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from heapq import heappop, heappush
+from heapq import heappush
 from typing import Any
 
 import numpy as np
@@ -34,6 +38,8 @@ from scheduler.sim.processor import SimProcessor
 from scheduler.sim.thermal import ThermalModel
 from scheduler.sim.xrbench import E_MAX_MJ, profile_e_max_mj, xrbench_score
 
+#: the heat model integrates the device's power averaged over windows of at least this many ms
+SYNC_MS = 100.0
 _DROPPED = 2   # scheduler.timeline.STATUSES.index("dropped")
 
 
@@ -46,65 +52,58 @@ class Heat:
         models: the workload's model names, by model code.
     """
 
-    __slots__ = (
-        "_cloud",
-        "_level",
-        "_models",
-        "_names",
-        "_power",
-        "_seq",
-        "_speed",
-        "_steps",
-        "energy",
-        "thermal",
-    )
+    __slots__ = ("thermal", "energy", "mj", "next_sync", "speed", "cost", "_base_w", "_names", "_cloud")
 
     def __init__(self, profile: DeviceProfile, processors: Sequence[tuple[str, str]], models: Sequence[str]) -> None:
         assert profile.thermal is not None
         self.thermal = ThermalModel(profile.thermal)
-        self.energy = EnergyModel(profile)
+        self.energy = e = EnergyModel(profile)
         self._names = [n for n, _ in processors]
         self._cloud = [k == "cloud" for _, k in processors]
-        self._models = list(models)
-        self._steps: list[tuple[float, int, float]] = []   # power steps: (time ms, seq, +/- W)
-        self._power = self.energy.device_power_w({})      # W now: baseline + every idle
-        self._seq = 0
-        self._level = -1
-        self._speed: list[float] = []
+        self._base_w = e.device_power_w({})   # W with every processor idle: baseline + idle powers
+        #: mJ above idle of the runs started since the last sync
+        self.mj = 0.0
+        self.next_sync = 0.0
+        #: by processor index: the fraction of nominal speed it keeps now (the cloud: 1)
+        self.speed = [1.0 if c else self.thermal.speed(n) for n, c in zip(self._names, self._cloud)]
+        #: by processor index, by model code: ``(fixed mJ, W)``: a run of ``ms`` costs ``fixed + W * ms`` above idle
+        self.cost = [[self._cost(n, c, m) for m in models] for n, c in zip(self._names, self._cloud)]
 
-    def start(self, proc: int, model: int, now_ms: float, start_ms: float, run_ms: float) -> float:
-        """A run of model code ``model`` on processor index ``proc`` dispatched at ``now_ms``, running from
-        ``start_ms`` for ``run_ms`` at nominal speed: its throttled run time (ms)."""
-        self._advance(now_ms)
-        t = self.thermal
-        if t.level != self._level:
-            self._level = t.level
-            self._speed = [1.0 if c else t.speed(n) for n, c in zip(self._names, self._cloud)]
-        ms = run_ms / self._speed[proc]
-        name, m = self._names[proc], self._models[model]
+    def _cost(self, name: str, cloud: bool, model: str) -> tuple[float, float]:
         e = self.energy
-        if self._cloud[proc]:
-            w = e.cloud_mj(m) / ms if ms > 0 else 0.0
-        else:
-            w = e.invocation_power_w(m, name, ms) - e.idle_w(name)
-        if w != 0.0 and ms > 0:
-            self._seq += 1
-            heappush(self._steps, (start_ms, self._seq, w))
-            self._seq += 1
-            heappush(self._steps, (start_ms + ms, self._seq, -w))
-        return ms
+        if cloud:
+            return e.cloud_mj(model), 0.0
+        if name in e.energy_mj.get(model, {}):
+            return e.energy_mj[model][name], -e.idle_w(name)
+        return 0.0, e.invocation_mj(model, name, 1.0) - e.idle_w(name)
+
+    def sync(self, now_ms: float) -> None:
+        """Integrate to ``now_ms`` at the mean power since the last sync; take the throttle now in force."""
+        t = self.thermal
+        dt = now_ms - t.now_ms
+        if dt > 0:
+            level = t.level
+            t.advance(now_ms, max(self._base_w + self.mj / dt, 0.0))
+            self.mj = 0.0
+            if t.level != level:
+                self.speed = [1.0 if c else t.speed(n) for n, c in zip(self._names, self._cloud)]
+        self.next_sync = now_ms + SYNC_MS
 
     def start_step(self, hand: list[float], start: list[float], proc: list[SimProcessor | None],
                    heap: list[tuple[float, int, int]], mcode: list[int]) -> Callable[..., None]:
-        """The driver's start step (``Simulation._start_step``) with throttling: the same bookkeeping, the
-        run time through :meth:`start`."""
-        push, seq, begin = heappush, 0, self.start
+        """The driver's start step (``Simulation._start_step``) with heat: the same bookkeeping, the run
+        time divided by the processor's speed, the run's energy counted from its start."""
+        push, seq, cost = heappush, 0, self.cost
 
         def start_run(p: SimProcessor, rid: int, lat: tuple[float, float, list[float]], now: float) -> None:
             nonlocal seq
             mean, extra, fac = lat
+            if now >= self.next_sync:
+                self.sync(now)
+            ms = (mean * fac[rid] + extra) / self.speed[p.index]
+            fixed, w = cost[p.index][mcode[rid]]
+            self.mj += fixed + w * ms
             s = now + hand[rid]
-            ms = begin(p.index, mcode[rid], now, s, mean * fac[rid] + extra)
             start[rid] = s
             proc[rid] = p
             p.running.append(rid)
@@ -112,20 +111,9 @@ class Heat:
             push(heap, (s + ms, seq, rid))
         return start_run
 
-    def _advance(self, t_ms: float) -> None:
-        """Integrate to ``t_ms`` through every power step up to it."""
-        steps, model = self._steps, self.thermal
-        while steps and steps[0][0] <= t_ms:
-            at, _, dw = heappop(steps)
-            if at > model.now_ms:
-                model.advance(at, max(self._power, 0.0))
-            self._power += dw
-        if t_ms > model.now_ms:
-            model.advance(t_ms, max(self._power, 0.0))
-
     def close(self, end_ms: float) -> None:
-        """Integrate to the end of the run (ms); later calls with an earlier time change nothing."""
-        self._advance(max(end_ms, self.thermal.now_ms))
+        """Integrate to the end of the run (ms); an earlier time changes nothing."""
+        self.sync(max(end_ms, self.thermal.now_ms))
 
     def to_json(self) -> dict[str, object]:
         """``peak_c``, ``final_c`` (°C), ``ms_at`` (ms at each severity reached, Android's order) and
