@@ -154,20 +154,8 @@ class EdgertPolicy:
     #: it takes ``objective`` and ``energy`` (``scheduler.registry.make_policy`` passes the profile's)
     energy_aware: ClassVar[bool] = True
 
-    __slots__ = (
-        "cloud_margin",
-        "eft_slack",
-        "green",
-        "guard_ms",
-        "margin",
-        "objective",
-        "plan",
-        "risky_margin",
-        "supersede",
-        "use_plan",
-        "watch",
-        "window",
-    )
+    __slots__ = ("cloud_margin", "eft_slack", "green", "guard_ms", "margin", "objective", "plan", "risky_margin",
+                 "supersede", "use_plan", "watch", "window")
 
     def __init__(self, supersede: bool = True, margin: float = 0.2, cloud_margin: float = 0.4,
                  guard_ms: float = 5.0, eft_slack: float = 1.0, plan: bool = True, risky_margin: float = 0.05,
