@@ -83,6 +83,9 @@ class Figures:
     last_offload_after_burst_ms: float   # latest offloaded arrival minus burst end (-inf: none)
     late: int = 0            # misses that ran and finished after their deadline
     shed: int = 0            # misses edgert's overload plan dropped on arrival (the rest of the misses: other drops)
+    energy_mj: float = 0.0   # what the placement spends: inference + idle + radio (the device's total less baseline)
+    total_mj: float = 0.0    # the device's total, baseline (display, cameras: no scheduler changes it) included
+    xrbench: float = 0.0     # XRBench score with the profile's E_max, summed over seeds (mean = / seeds)
 
     @property
     def misses(self) -> int:
@@ -102,17 +105,35 @@ def burst_for(duration_s: float) -> Burst:
     return Burst(start_s=round(0.4 * duration_s, 3), duration_s=BURST_S, factor=BURST_FACTOR)
 
 
-def run_cell(cell: tuple[str, str, float, bool, float, int, int]) -> dict[str, Figures]:
-    """Run every policy on one cell (seeds ``seed0 .. seed0 + seeds - 1``); returns figures by policy name."""
-    profile, scenario, load, burst, duration, seeds, seed0 = cell
+#: edgert with ``objective="deadlines"``: today's default, the energy bar's reference
+TODAY = "edgert@deadlines"
+SHORT[TODAY] = "today"
+#: the energy bar: ``ENERGY_SAVING`` less energy at deadline-met within ``ENERGY_MET_PT`` of today's, every cell
+ENERGY_SAVING, ENERGY_MET_PT = 0.15, 0.1
+
+
+def run_cell(cell: tuple) -> dict[str, Figures]:
+    """Run every policy on one cell (seeds ``seed0 .. seed0 + seeds - 1``); returns figures by policy name.
+
+    ``cell[7]`` (if there) is edgert's objective (None: its default); unless it is ``"deadlines"``, edgert
+    also runs with that objective as :data:`TODAY`."""
+    profile, scenario, load, burst, duration, seeds, seed0 = cell[:7]
+    objective = cell[7] if len(cell) > 7 else None
     b = burst_for(duration) if burst else None
     out: dict[str, Figures] = {}
-    for name in POLICIES:
-        acc = [0, 0, 0.0, 0, 0, 0, -math.inf, 0, 0]
+    for name in (*POLICIES, *(() if objective == "deadlines" else (TODAY,))):
+        acc = [0, 0, 0.0, 0, 0, 0, -math.inf, 0, 0, 0.0, 0.0, 0.0]
+        pol = DEFAULT_POLICY if name == TODAY else name
+        obj = "deadlines" if name == TODAY else objective if name == DEFAULT_POLICY else None
         for seed in range(seed0, seed0 + seeds):
-            res = run_simulation(SimConfig(scenario=scenario, profile=profile, scheduler=name, load=load,
-                                           duration_s=duration, seed=seed, burst=b))
+            res = run_simulation(SimConfig(scenario=scenario, profile=profile, scheduler=pol, load=load,
+                                           duration_s=duration, seed=seed, burst=b, objective=obj))
             s = res.summary()
+            e = s.get("energy_mj")
+            if e is not None:
+                acc[9] += e["total_mj"] - e["baseline_mj"]
+                acc[10] += e["total_mj"]
+                acc[11] += s["xrbench"].get("score_profile_e_max", 0.0)
             cloud = {p[0] for p in res.processors if p[1] == "cloud"}
             n = s["requests"]
             acc[0] += n
@@ -136,10 +157,10 @@ def run_cell(cell: tuple[str, str, float, bool, float, int, int]) -> dict[str, F
     return out
 
 
-def cells(duration: float, seeds: int, seed0: int = 0) -> list[tuple[str, str, float, bool, float, int, int]]:
-    """The grid, profile-major."""
+def cells(duration: float, seeds: int, seed0: int = 0, objective: str | None = None) -> list[tuple]:
+    """The grid, profile-major: ``(profile, scenario, load, burst, duration, seeds, seed0, objective)``."""
     profiles = [p for p in ("galaxy-s23", "xr2-gen2", "pixel4") if p in profile_names()]
-    return [(p, s, load, burst, duration, seeds, seed0)
+    return [(p, s, load, burst, duration, seeds, seed0, objective)
             for p in profiles for s in scenario_names() for load in LOADS for burst in (False, True)]
 
 
@@ -179,6 +200,35 @@ def check_bars(results: list[tuple[tuple, dict[str, Figures]]]) -> list[tuple[st
         ((f"3. 3x burst for 2 s at load 1: >= 99 % met during it, offload stops <= 1 s after "
           f"({n_burst - len(burst_fail)}/{n_burst})"), not burst_fail, "\n".join(burst_fail)),
     ]
+
+
+def energy_block(results: list[tuple[tuple, dict[str, Figures]]]) -> tuple[str, tuple[str, bool, str]]:
+    """The energy table (per profile: each policy's energy, mJ, and mean XRBench score with the profile's
+    E_max) and the energy bar: edgert (its objective) vs :data:`TODAY`."""
+    with_today = [(c, f) for c, f in results if TODAY in f and f[TODAY].total_mj > 0]
+    names = (*POLICIES, TODAY)
+    head = f"{'profile':<12}" + "".join(f"{SHORT[n]:>9}" for n in names)
+    lines = ["energy the placement spends (inference + idle + radio, J; total incl. baseline below), "
+             "XRBench score (profile's E_max)", head, "-" * len(head)]
+    for prof in dict.fromkeys(c[0] for c, _ in with_today):
+        rows = [f for c, f in with_today if c[0] == prof]
+        seeds = with_today[0][0][5]
+        lines.append(f"{prof:<12}" + "".join(f"{sum(f[n].energy_mj for f in rows) / 1e3:>9.1f}" for n in names))
+        lines.append(f"{'  total J':<12}" + "".join(f"{sum(f[n].total_mj for f in rows) / 1e3:>9.1f}" for n in names))
+        lines.append(f"{'  XRBench':<12}" + "".join(f"{sum(f[n].xrbench for f in rows) / len(rows) / seeds:>9.1f}"
+                                                     for n in names))
+    worse = [f"{label(c)}: {f[DEFAULT_POLICY].met_pct:.2f} % vs {f[TODAY].met_pct:.2f} %" for c, f in with_today
+             if f[DEFAULT_POLICY].met_pct < f[TODAY].met_pct - ENERGY_MET_PT]
+    ours = sum(f[DEFAULT_POLICY].energy_mj for _, f in with_today)
+    today = sum(f[TODAY].energy_mj for _, f in with_today) or 1.0
+    tot = sum(f[DEFAULT_POLICY].total_mj for _, f in with_today) / (sum(f[TODAY].total_mj for _, f in with_today) or 1.0)
+    saving = 1.0 - ours / today
+    met = (sum(f[DEFAULT_POLICY].met for _, f in with_today), sum(f[TODAY].met for _, f in with_today))
+    name = (f"4. energy: edgert spends >= {ENERGY_SAVING:.0%} less than today's default (objective deadlines) at "
+            f"deadline-met within {ENERGY_MET_PT} pt on every cell: {saving:+.1%} placement energy "
+            f"({1 - tot:+.1%} of the total with baseline), {len(with_today) - len(worse)}/{len(with_today)} cells "
+            f"within {ENERGY_MET_PT} pt, met {met[0]} vs {met[1]}")
+    return "\n".join(lines), (name, saving >= ENERGY_SAVING and not worse, "\n".join(worse))
 
 
 BoundRow = tuple[str, Figures, int, int, int, str]
@@ -350,12 +400,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="one profile (pixel4), no markdown: a smoke run")
     ap.add_argument("--check-seeds", metavar="S,S", default="",
                     help="also run the grid with these seeds (comma-separated) and report their bars")
+    ap.add_argument("--objective", choices=("deadlines", "balanced", "energy"), default=None,
+                    help="edgert's objective (default: its default); unless deadlines, edgert also runs with "
+                         "objective deadlines (today's default) for the energy bar")
     ap.add_argument("--bounds", action="store_true",
                     help="solve the capacity LP for every cell failing bar 2 (needs scipy; minutes)")
     args = ap.parse_args(argv)
     if args.bounds and args.seeds != 1:
         ap.error("--bounds solves one seed's workload; use it with --seeds 1 (and --seed to pick the seed)")
-    grid = cells(args.duration, args.seeds, args.seed)
+    grid = cells(args.duration, args.seeds, args.seed, args.objective)
     if args.quick:
         grid = [c for c in grid if c[0] == "pixel4"]
     t0 = time.perf_counter()
@@ -375,6 +428,10 @@ def main(argv: list[str] | None = None) -> int:
           + f"; best baseline per cell {best_total}; edgert / best-per-cell = "
           + (f"{totals[DEFAULT_POLICY] / best_total:.2f}" if best_total else "n/a"))
     bars = check_bars(results)
+    if args.objective != "deadlines":
+        table, ebar = energy_block(results)
+        print("\n" + table)
+        bars.append(ebar)
     for name, ok, detail in bars:
         print(f"{'PASS' if ok else 'FAIL'}  {name}")
         for d in detail.splitlines():
@@ -395,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{verdict}")
     other: list[tuple[int, list[tuple[str, bool, str]]]] = []
     for seed in (int(x) for x in args.check_seeds.split(",") if x.strip()):
-        sgrid = cells(args.duration, 1, seed)
+        sgrid = cells(args.duration, 1, seed, args.objective)
         if args.quick:
             sgrid = [c for c in sgrid if c[0] == "pixel4"]
         if args.jobs > 1:

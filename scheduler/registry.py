@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from scheduler.errors import did_you_mean
+from scheduler.errors import ConfigError, did_you_mean
+from scheduler.profile import DeviceProfile
 from scheduler.types import Policy
 
 #: The project's own policy, used when ``scheduler=None``.
@@ -42,15 +43,38 @@ def policy_names() -> list[str]:
     return sorted(_POLICIES)
 
 
-def make_policy(name: str | None = None, **options: Any) -> Policy:
+#: The objectives of a policy that has one (edgert's; see ``scheduler/policies/edgert.py``).
+OBJECTIVES: tuple[str, ...] = ("deadlines", "balanced", "energy")
+
+
+def make_policy(name: str | None = None, *, profile: DeviceProfile | None = None, objective: str | None = None,
+                **options: Any) -> Policy:
     """Instantiate the policy called ``name`` (None = the default).
 
+    A policy that has an energy objective (class attribute ``energy_aware``) is given the energy figures
+    of ``profile`` (``energy=EnergyTable.from_profile(profile)``) and ``objective`` when one is named;
+    other policies ignore ``profile``.
+
     Raises:
-        ConfigError: unknown name, with "did you mean" and the choices.
+        ConfigError: unknown name, with "did you mean" and the choices; an ``objective`` for a policy
+            without one, or an unknown objective.
     """
     name = DEFAULT_POLICY if name is None else name
     target = _POLICIES.get(name)
     if target is None:
         raise did_you_mean("scheduler", name, _POLICIES)
-    module, cls = target.split(":")
-    return getattr(importlib.import_module(module), cls)(**options)
+    module, cls_name = target.split(":")
+    cls = getattr(importlib.import_module(module), cls_name)
+    aware = getattr(cls, "energy_aware", False)
+    if objective is not None:
+        if not aware:
+            raise ConfigError(f"scheduler {name!r} has no objective; --objective applies to "
+                              f"{', '.join(n for n in _POLICIES if n == DEFAULT_POLICY)}")
+        if objective not in OBJECTIVES:
+            raise did_you_mean("objective", objective, OBJECTIVES)
+        options.setdefault("objective", objective)
+    if aware and profile is not None and "energy" not in options:
+        from scheduler.policies._energy import EnergyTable
+
+        options["energy"] = EnergyTable.from_profile(profile)
+    return cls(**options)

@@ -44,6 +44,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--device", required=True, metavar="PROFILE",
                    help="device profile: galaxy-s23, xr2-gen2, pixel4, or a JSON path")
     p.add_argument("--scheduler", default=None, metavar="NAME", help="policy name (default: edgert's own)")
+    p.add_argument("--objective", default=None, choices=("deadlines", "balanced", "energy"),
+                   help="edgert's objective: deadlines only, balanced (default: less energy where deadlines "
+                        "allow) or energy")
     p.add_argument("--load", type=_args.load, default=1.0, metavar="X",
                    help="multiply every stream's request rate by X (SLOs unchanged; default 1)")
     p.add_argument("--duration", type=_args.seconds, default=None, metavar="S",
@@ -80,7 +83,7 @@ def _run(args: argparse.Namespace) -> int:
     _check_size(args)
     live = read_outcomes(args.trace) if args.trace else []
     cfg = SimConfig(scenario=args.scenario, trace=args.trace, profile=args.device, scheduler=args.scheduler,
-                    load=args.load, duration_s=args.duration, seed=args.seed,
+                    load=args.load, duration_s=args.duration, seed=args.seed, objective=args.objective,
                     burst=Burst.parse(args.burst) if args.burst else None,
                     dispatch_ms=handoff_samples(live) or 0.0)
     res = _run_with_progress(cfg, run_simulation)
@@ -148,7 +151,7 @@ def _run_with_progress(cfg: Any, run_simulation: Any) -> Any:
 def _config_json(cfg: Any) -> dict[str, Any]:
     b = cfg.burst
     return {"scenario": cfg.scenario, "trace": None if cfg.trace is None else str(cfg.trace),
-            "device": str(cfg.profile), "scheduler": cfg.scheduler, "load": cfg.load,
+            "device": str(cfg.profile), "scheduler": cfg.scheduler, "objective": cfg.objective, "load": cfg.load,
             "duration_s": cfg.duration_s, "seed": cfg.seed,
             "burst": None if b is None else {"start_s": b.start_s, "duration_s": b.duration_s, "factor": b.factor}}
 
@@ -191,8 +194,20 @@ def _print_summary(s: dict[str, Any], cfg: Any) -> None:
             print(f"  {n:>7} x {reason}")
         if len(top) > 6:
             print(f"  ... and {len(top) - 6} more kinds (see --json)")
+    if "energy_mj" in s:
+        print(_energy_line(s))
     print(f"simulated {s['sim_span_ms'] / 1000:.1f} s in {s['wall_s']:.2f} s wall "
           f"({s['wall_requests_per_s'] or 0:,.0f} requests/s)")
+
+
+def _energy_line(s: dict[str, Any]) -> str:
+    """One line (<= 80 columns): energy (J), mean power (W), XRBench score (E_max 1500 mJ), peak degC."""
+    e, xr, th = s["energy_mj"], s.get("xrbench", {}), s.get("thermal")
+    line = (f"energy {e['total_mj'] / 1e3:.1f} J (inference {e['inference_mj'] / 1e3:.1f}), "
+            f"{e['mean_power_w']:.2f} W; XRBench {xr.get('score', 0.0):.1f}")
+    if th is not None:
+        line += f"; peak {th['peak_c']:.1f} C"
+    return line
 
 
 def _print_comparison(s: dict[str, Any], live: dict[str, tuple[int, float, float | None]]) -> None:

@@ -41,7 +41,7 @@ twice on one snapshot gives the same answer. Times are ms on the driver's clock.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from scheduler.policies._shares import (
     MIN_SHARE,
@@ -100,6 +100,7 @@ class OverloadPlan:
         "cloud_util",
         "fates",
         "kept",
+        "on_demand",
         "overloaded",
         "replan_delta",
         "replan_ms",
@@ -156,6 +157,9 @@ class OverloadPlan:
         self._credit: dict[str, list[float]] = {}
         self._t_check: float | None = None
         self._planned: dict[str, float] = {}     # model -> demand (processor-ms per ms) of the last plan
+        #: called as ``on_demand(rates, budgets, est, local)`` whenever the demand moved (requests per ms and
+        #: ms from arrival to effective deadline by model; edgert's energy objective plans by it)
+        self.on_demand: Callable[[dict[str, float], dict[str, float], Latency, Sequence[str]], None] | None = None
 
     @property
     def shares(self) -> dict[str, tuple[float, float]]:
@@ -244,6 +248,8 @@ class OverloadPlan:
         if moved < self.replan_delta:
             return
         self._planned = load
+        if self.on_demand is not None:
+            self.on_demand(rates, self._budget, est, local)
         demand = [Demand(m, rates[m], self._budget.get(m, 0.0), 2.0 if head[m] else 1.0) for m in sorted(rates)]
         work = [[None if (ms := est(d.model, p)) is None or ms > d.budget_ms else d.rate * ms for p in local]
                 for d in demand]

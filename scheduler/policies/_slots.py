@@ -119,3 +119,23 @@ def take_older_slot(req: RequestView, placed: dict[str, tuple[int, int, float, R
     if last[pi] is old:
         last[pi] = req           # the slot's holder is the newer frame now (for swap_slot)
     return True
+
+
+def leave_to_tighter_stream(model: str, row: list[tuple[int, float]], idle: int, idle_f: float, target: float,
+                             reserved: dict[str, tuple[str, float]], procs: Processors,
+                             k_local: float) -> tuple[int, float]:
+    """``(processor, finish)`` for a request with time to spare that would take processor ``idle``, the
+    fastest one of a tighter stream: another local processor that finishes it in time (now, or after a
+    wait: a claim) and is no other stream's, the earliest such finish; else ``idle`` itself."""
+    names, ready, is_cloud = procs.names, procs.ready, procs.is_cloud
+    pick, finish = idle, idle_f
+    for i, ms in row:
+        if is_cloud[i] or i == idle:
+            continue
+        q = reserved.get(names[i])
+        if q is not None and q[0] != model:
+            continue
+        st = ready[i]
+        if st + k_local * ms <= target and (pick == idle or st + ms < finish):
+            pick, finish = i, st + ms
+    return pick, finish

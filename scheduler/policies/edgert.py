@@ -83,8 +83,16 @@ whose processors run one invocation at a time. One decision:
    floods the runtime (a decision runs under the runtime's lock); XR
    workloads rarely have that many pending.
 
+9. **Objective** (``objective``; :mod:`~scheduler.policies._energy`): with the device's energy figures,
+   ``"balanced"`` (the default) moves a request the rules above placed in time to its model's *home*,
+   the cheapest processor that has room for that model's stream, when that saves >= 20 % of its energy
+   and still makes the effective deadline with 40 % headroom after a wait of at most one run there;
+   ``"energy"`` takes any saving with the usual headroom, the cloud included; ``"deadlines"`` never
+   moves. While the policy's own heat estimate sees the next throttling level within
+   ``heat_horizon_ms``, any saving counts and a free cloud slot may take the work (less heat).
+
 No clock, no I/O, no randomness. The only state carried between decisions
-is the overload plan's (stream rates, shares, each pending request's fate), which
+is the overload plan's (stream rates, shares, each pending request's fate) and the heat estimate, which
 changes only with requests not seen before and with ``now_ms``; the same
 sequence of snapshots gives the same decisions, and deciding twice on one
 snapshot gives one answer. Times are ms.
@@ -96,8 +104,9 @@ import heapq
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
+from scheduler.policies._energy import EnergyTable, make_objective
 from scheduler.policies._overload import CLOUD, LOCAL, SHED, OverloadPlan
-from scheduler.policies._slots import Processors, Work, swap_slot, take_older_slot
+from scheduler.policies._slots import Processors, Work, leave_to_tighter_stream, swap_slot, take_older_slot
 from scheduler.estimator import LatencyEstimator
 from scheduler.types import Assignment, LatencyModel, ProcessorView, RequestView, SchedulerView
 
@@ -128,6 +137,12 @@ class EdgertPolicy:
         risky_margin: headroom for a request the plan sends to the cloud (the plan prices the
             round trip's odds of coming back late, so this only rules out a run that barely fits).
         window: most pending requests one decision looks at (the most urgent).
+        objective: ``"deadlines"`` (placement by deadlines alone), ``"balanced"`` (the default: among
+            placements that make the deadline with extra headroom, one that spends at least 20 % less
+            energy; frugal when the throttle is near) or ``"energy"`` (the cheapest placement that makes
+            it with the usual headroom). Without ``energy`` every objective places as ``"deadlines"``.
+        energy: the device's energy figures (:class:`~scheduler.policies._energy.EnergyTable`), or None.
+        heat_horizon_ms: how far ahead the policy looks for the next throttling level (ms).
         **plan_options: :class:`~scheduler.policies._overload.OverloadPlan`
             options (``target``, ``shed_target``, ``replan_ms`` …).
 
@@ -136,13 +151,16 @@ class EdgertPolicy:
     """
 
     name: ClassVar[str] = "edgert"
+    #: it takes ``objective`` and ``energy`` (``scheduler.registry.make_policy`` passes the profile's)
+    energy_aware: ClassVar[bool] = True
 
-    __slots__ = ("cloud_margin", "eft_slack", "guard_ms", "margin", "plan", "risky_margin", "supersede",
-                 "use_plan", "window")
+    __slots__ = ("cloud_margin", "eft_slack", "green", "guard_ms", "margin", "objective", "plan", "risky_margin",
+                 "supersede", "use_plan", "watch", "window")
 
     def __init__(self, supersede: bool = True, margin: float = 0.2, cloud_margin: float = 0.4,
                  guard_ms: float = 5.0, eft_slack: float = 1.0, plan: bool = True, risky_margin: float = 0.05,
-                 window: int = 32, **plan_options: float) -> None:
+                 window: int = 32, objective: str = "balanced", energy: EnergyTable | None = None,
+                 heat_horizon_ms: float = 60_000.0, **plan_options: float) -> None:
         for label, value in (("margin", margin), ("cloud_margin", cloud_margin), ("guard_ms", guard_ms),
                              ("eft_slack", eft_slack), ("risky_margin", risky_margin)):
             if not value >= 0:
@@ -158,6 +176,10 @@ class EdgertPolicy:
         self.risky_margin = risky_margin
         self.use_plan = plan
         self.plan = OverloadPlan(risky_margin=risky_margin, **plan_options)
+        self.objective = objective
+        self.green, self.watch = make_objective(objective, energy, margin, cloud_margin, heat_horizon_ms)
+        if self.green is not None:
+            self.plan.on_demand = self.green.plan
 
     def decide(self, view: SchedulerView, now_ms: float) -> list[Assignment]:
         """Assign what should start now, drop the hopeless, leave the rest pending; see the module doc.
@@ -173,6 +195,8 @@ class EdgertPolicy:
         procs = _processor_table(view.processors, now_ms)
         if self.use_plan:
             self.plan.update(pending, now_ms, est, procs.local, procs.cloud_name, procs.cloud_slots)
+        if self.watch is not None:
+            self.green.frugal = self.watch.observe(procs, now_ms)   # type: ignore[union-attr]  # set together
         ordered: Sequence[RequestView]
         if len(pending) > self.window:   # the most urgent first; nsmallest is sorted(...)[:n], stable
             ordered = heapq.nsmallest(self.window, pending, key=_urgency)
@@ -194,6 +218,7 @@ class EdgertPolicy:
         long_ms = 0.5 * plan.tight_ms if overloaded else _INF   # a longer local run holds a tight stream's processor
         k_local, cloud_margin, risky_margin = 1.0 + self.margin, self.cloud_margin, self.risky_margin
         lookup = estimator.ema_table().get if type(estimator) is LatencyEstimator else None
+        green = None if self.green is None or overloaded else self.green
         base, out, last_start = ready[:], [], [0.0] * len(names)   # the decision's state: see Work
         placed: dict[str, tuple[int, int, float, RequestView]] | None = {} if self.supersede else None
         last: list[RequestView | None] = [None] * len(names)
@@ -244,13 +269,17 @@ class EdgertPolicy:
                 pick, finish = idle, idle_f               # free now and in time (no much faster wait)
                 if reserved and (held := reserved.get(names[idle])) is not None and held[0] != model \
                         and target - now_ms > 2.0 * held[1]:
-                    pick, finish = _leave_to_tighter_stream(model, row, idle, idle_f, target, reserved, procs, k_local)
+                    pick, finish = leave_to_tighter_stream(model, row, idle, idle_f, target, reserved, procs, k_local)
+                if green is not None:                     # a cheaper placement that is in time too
+                    pick, finish = green.choose(model, row, pick, finish, procs, target, now_ms)
             elif local >= 0 and (fm := ready[local] + k_local * local_ms) <= target:
                 pick, finish = local, local_f             # in time after a wait: claim ...
                 if cloud >= 0 and target - self.guard_ms < cloud_f + cloud_margin * cloud_ms <= target and (
                         ready[local] - now_ms >= target - fm or local_ms > long_ms):
                     pick, finish = cloud, cloud_f         # ... unless the cloud's last safe moment is now and
                                                           # the claim is fragile (its wait >= its slack) or long
+                elif green is not None:
+                    pick, finish = green.choose(model, row, pick, finish, procs, target, now_ms)
             elif (choice := _late_choice(req, row, target, (local, local_f, cloud, cloud_f), procs, k_local, now_ms,
                                          _new(Work, (base, out, placed, last, last_start, rows)))) is not None:
                 pick, finish = choice                     # no local processor makes it in time, even after a wait
@@ -309,26 +338,6 @@ def _row(lookup: Callable[[tuple[str, str]], float | None] | None, estimator: La
         return [(i, ms) for i, name in enumerate(names) if (ms := lookup((model, name))) is not None]
     est = estimator.expected_ms
     return [(i, ms) for i in range(len(names)) if (ms := est(model, names[i])) is not None]
-
-
-def _leave_to_tighter_stream(model: str, row: list[tuple[int, float]], idle: int, idle_f: float, target: float,
-                             reserved: dict[str, tuple[str, float]], procs: Processors,
-                             k_local: float) -> tuple[int, float]:
-    """``(processor, finish)`` for a request with time to spare that would take processor ``idle``, the
-    fastest one of a tighter stream: another local processor that finishes it in time (now, or after a
-    wait: a claim) and is no other stream's, the earliest such finish; else ``idle`` itself."""
-    names, ready, is_cloud = procs.names, procs.ready, procs.is_cloud
-    pick, finish = idle, idle_f
-    for i, ms in row:
-        if is_cloud[i] or i == idle:
-            continue
-        q = reserved.get(names[i])
-        if q is not None and q[0] != model:
-            continue
-        st = ready[i]
-        if st + k_local * ms <= target and (pick == idle or st + ms < finish):
-            pick, finish = i, st + ms
-    return pick, finish
 
 
 def _slot_ready(pick: int, start: float, finish: float, ready: list[float], free: list[int],

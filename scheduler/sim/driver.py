@@ -31,7 +31,9 @@ Latency model (:mod:`~scheduler.sim.latency`): each run's time is the profile's 
 seeded log-normal factor (plus the cloud's transfer), and a hand-off delay (``dispatch_ms``) may pass
 between a processor taking a request and running it. Both are applied in one place, the run's start
 step (:meth:`Simulation._start_step`), whichever way the request got there: straight from a decision
-to a free processor, or from the head of a processor's queue when a run ends.
+to a free processor, or from the head of a processor's queue when a run ends. With a profile's
+``thermal`` section (and ``thermal=True``) that step also heats the device and divides the run time by
+the processor's speed at the throttling severity in force (:mod:`~scheduler.sim.heat`).
 
 A :class:`ProcessorView` is built as the live runtime builds it
 (``Runtime._view``): ``busy_until_ms`` 0 while a slot is free, else the
@@ -55,6 +57,7 @@ from scheduler.errors import EdgeRTError, TraceError
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import DeviceProfile
 from scheduler.sim.columns import Workload, arrival_groups, downstream_ms
+from scheduler.sim.heat import Heat
 from scheduler.sim.latency import bind_latencies, hand_offs, latency_table, make_processors
 from scheduler.sim.metrics import Outcome
 from scheduler.sim.processor import SimProcessor
@@ -102,7 +105,7 @@ class Simulation:
 
     def __init__(self, workload: Workload, profile: DeviceProfile, policy: Policy, *, seed: int = 0,
                  noise: float = 0.1, cloud_noise: float = 0.2, offload: bool = True, cloud_slots: int = 4,
-                 dispatch_ms: float | Sequence[float] = 0.0) -> None:
+                 dispatch_ms: float | Sequence[float] = 0.0, thermal: bool = True) -> None:
         #: by request id: its hand-off delay (ms)
         self._hand = hand_offs(dispatch_ms, len(workload), seed)
         self.workload = workload
@@ -120,6 +123,9 @@ class Simulation:
         bind_latencies(procs, lat, models, seed, len(workload))
         best = np.array([min(table[m].values()) for m in models], np.float64)
         self._downstream = downstream_ms(workload, best)
+        #: the device's heat and throttling (:mod:`~scheduler.sim.heat`); None: no thermal section, or off
+        self.heat = Heat(profile, [(p.name, p.kind) for p in procs], models) \
+            if thermal and profile.thermal is not None else None
         self.now_ms = 0.0
         self.decisions = 0
         self.events = 0
@@ -248,6 +254,8 @@ class Simulation:
         :mod:`~scheduler.sim.latency`), and schedules the completion (ties at one end time complete in
         start order)."""
         hand, start, proc, heap = self._hand, self._start, self._proc, self._heap
+        if self.heat is not None:   # the same step, its run time stretched by the throttle at its dispatch
+            return self.heat.start_step(hand, start, proc, heap, self._mcode)
         push, seq = heappush, 0
 
         def start_run(p: SimProcessor, rid: int, lat: tuple[float, float, list[float]], now: float) -> None:

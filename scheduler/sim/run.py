@@ -19,6 +19,7 @@ from scheduler.errors import ConfigError
 from scheduler.profile import DeviceProfile
 from scheduler.registry import make_policy
 from scheduler.sim.driver import Simulation
+from scheduler.sim.heat import energy_summary
 from scheduler.sim.metrics import Outcome, summarize
 from scheduler.sim.profiles import load_profile
 from scheduler.sim.trace import read_trace
@@ -47,6 +48,9 @@ class SimConfig:
         cloud_slots: parallel requests the cloud serves.
         dispatch_ms: hand-off delay between placing a request on a free processor and its start (ms):
             one number, or samples of a measured hand-off that each request draws from (seeded).
+        thermal: model the profile's heat and throttling (when it has a ``thermal`` section).
+        objective: the policy's objective (``"deadlines"``, ``"balanced"``, ``"energy"``) for a policy
+            that has one (edgert's); None = its default. The policy gets the profile's energy figures.
     """
 
     scenario: str | None = None
@@ -62,6 +66,8 @@ class SimConfig:
     offload: bool = True
     cloud_slots: int = 4
     dispatch_ms: float | tuple[float, ...] = 0.0
+    thermal: bool = True
+    objective: str | None = None
 
 
 @dataclass(slots=True)
@@ -82,6 +88,8 @@ class SimResult:
     decisions: int
     events: int
     wall_s: float
+    #: the device's heat over the run (``Heat.to_json``); None without a thermal model
+    heat: dict[str, Any] | None = None
     _summary: dict[str, Any] | None = field(default=None, repr=False)
 
     def summary(self) -> dict[str, Any]:
@@ -98,6 +106,9 @@ class SimResult:
                 "events": self.events,
             }
             s.update(summarize(self.outcome, self.processors, self.span_ms))
+            s.update(energy_summary(self.outcome, self.profile, self.processors, self.span_ms))
+            if self.heat is not None:
+                s["thermal"] = self.heat
             s["wall_s"] = round(self.wall_s, 4)
             s["wall_requests_per_s"] = round(len(self.outcome) / self.wall_s, 1) if self.wall_s > 0 else None
             self._summary = s
@@ -130,7 +141,7 @@ def run_simulation(config: SimConfig, progress: Callable[[float], None] | None =
         raise ConfigError("give exactly one of a scenario (e.g. scenario='ar_assistant') or a trace (a JSONL path)")
     profile = load_profile(config.profile)
     policy = config.scheduler if config.scheduler is not None and not isinstance(config.scheduler, str) \
-        else make_policy(config.scheduler)
+        else make_policy(config.scheduler, profile=profile, objective=config.objective)
     # The run allocates ~10 small objects per request and frees few of them until the end: the cyclic
     # garbage collector would rescan the growing heap again and again (a third of the time), for no garbage.
     gc_was_enabled = gc.isenabled()
@@ -144,7 +155,7 @@ def run_simulation(config: SimConfig, progress: Callable[[float], None] | None =
                                config.burst, config.seed)
         sim = Simulation(wl, profile, policy, seed=config.seed, noise=config.noise,
                          cloud_noise=config.cloud_noise, offload=config.offload, cloud_slots=config.cloud_slots,
-                         dispatch_ms=config.dispatch_ms)
+                         dispatch_ms=config.dispatch_ms, thermal=config.thermal)
         last_t = float(wl.t_ms[-1]) if len(wl) else 0.0
         tick = None
         if progress is not None:
@@ -160,9 +171,12 @@ def run_simulation(config: SimConfig, progress: Callable[[float], None] | None =
     if progress is not None:
         progress(1.0)
     span = max(sim.now_ms, (config.duration_s or 0.0) * 1000.0 if config.scenario else 0.0)
+    if sim.heat is not None:
+        sim.heat.close(span)
     return SimResult(
         config=config, profile=profile, policy_name=getattr(policy, "name", type(policy).__name__),
         workload_name=wl.name,
         processors=[(p.name, p.kind, p.slots, p.busy_ms, p.n_runs) for p in sim.processors],
         outcome=sim.outcome(), span_ms=span, decisions=sim.decisions, events=sim.events, wall_s=wall,
+        heat=None if sim.heat is None else sim.heat.to_json(),
     )
