@@ -1,4 +1,4 @@
-"""Simulator speed: our event kernel vs an equivalent SimPy model of the same system, in one run.
+"""Simulator speed: our simulator vs an equivalent SimPy model of the same system, in one run.
 
 The system: the AR Assistant scenario (XRBench) on the galaxy-s23 profile for
 one simulated hour (~250k requests); the same policy class deciding over the
@@ -325,7 +325,7 @@ def _run_side(name: str, device: str, scheduler: str, duration_s: float, seed: i
         pol = TimedPolicy(make_policy(scheduler)) if instrument else make_policy(scheduler)
         t0 = time.perf_counter()
         res = run_simulation(SimConfig(scenario="ar_assistant", profile=device, scheduler=pol,
-                                       duration_s=duration_s, seed=seed))
+                                       duration_s=duration_s, seed=seed, thermal=False))   # the SimPy models have no heat
         t = time.perf_counter() - t0
         s = res.summary()
     else:
