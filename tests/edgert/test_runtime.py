@@ -442,3 +442,49 @@ def test_an_unmeasured_model_is_seeded_at_1ms_and_learns_its_first_run(model_dir
     np.testing.assert_array_equal(res.outputs["y"], x["x"].reshape(2, 2))
     run_ms = res.latency_ms - res.queued_ms
     assert table["cpu0"] == table["cpu1"] == pytest.approx(run_ms, rel=1e-9)   # the first run, not an EMA step
+
+
+def _same_times(res, rec) -> None:
+    """A Result and its record agree: arrival, deadline, frame; latency ends at the record's end."""
+    assert (rec.id, rec.model, rec.status, rec.frame) == (res.id, res.model, res.status, res.frame)
+    assert (rec.arrival_ms, rec.deadline_ms) == (res.arrival_ms, res.deadline_ms)
+    assert rec.end_ms - rec.arrival_ms == pytest.approx(res.latency_ms, abs=1e-9)
+
+
+def test_a_dropped_result_and_its_record_carry_every_field(model_dir):
+    with edgert.Runtime(scheduler=LeavesEverythingPending(), delegates=["ort-cpu"], cpu_workers=1) as rt:
+        m = rt.load(model_dir / "tiny.onnx", name="tiny")
+        with rt.frame(deadline_ms=10_000.0) as f:
+            res = m.submit(genmodels.example_inputs("tiny")).result()
+        (rec,) = rt.records()
+    assert (res.status, res.outputs, res.processor, res.delegate, res.ok) == ("dropped", None, "", "", False)
+    assert (res.model, res.id, res.frame, res.key) == ("tiny", 0, f.index, f"f{f.index}/tiny")
+    assert res.deadline_ms == f.deadline_ms and 0 <= res.arrival_ms <= res.arrival_ms + res.latency_ms
+    assert res.queued_ms == res.latency_ms >= 0                      # never ran: all of it was waiting
+    assert isinstance(res.error, edgert.RequestDropped) and res.error.model == "tiny"
+    assert "left unplaced by scheduler 'leaves_pending'" in res.error.reason
+    _same_times(res, rec)
+    assert rec.processor == "" and rec.reason == str(res.error)
+
+
+def test_a_failed_result_and_its_record_carry_every_field(model_dir):
+    with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=1) as rt:
+        m = rt.load(model_dir / "raises.onnx", name="raises", slo_ms=60_000.0)
+        x = genmodels.example_inputs("raises")
+        res = m.submit({"x": x["x"], "fail": np.int64(1)}).result()
+        (rec,) = rt.records()
+    assert (res.status, res.outputs, res.processor, res.delegate) == ("failed", None, "cpu0", "")
+    assert (res.model, res.id, res.frame, res.key) == ("raises", 0, -1, "r0/raises")
+    assert res.deadline_ms == pytest.approx(res.arrival_ms + 60_000.0)
+    assert 0 <= res.queued_ms <= res.latency_ms                      # it started, then failed
+    assert res.queued_ms == pytest.approx(rec.start_ms - rec.arrival_ms, abs=1e-9)
+    assert isinstance(res.error, edgert.InferenceError) and "raises" in str(res.error)
+    _same_times(res, rec)
+    assert rec.processor == "cpu0" and rec.reason == str(res.error)
+    with edgert.Runtime(scheduler=Raises(), delegates=["ort-cpu"], cpu_workers=1) as rt:  # never placed
+        res = rt.load(model_dir / "tiny.onnx", name="tiny").submit(genmodels.example_inputs("tiny")).result()
+        (rec,) = rt.records()
+    assert (res.status, res.processor, res.queued_ms) == ("failed", "", res.latency_ms)
+    assert isinstance(res.error, edgert.InferenceError) and "scheduler 'raises' raised" in str(res.error)
+    assert isinstance(res.error.__cause__, RuntimeError)
+    _same_times(res, rec)
