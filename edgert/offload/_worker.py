@@ -172,7 +172,10 @@ class CloudWorker(Worker):
 
     @unhealthy_until_ms.setter
     def unhealthy_until_ms(self, value: float) -> None:
-        if value == -math.inf or not getattr(self, "link", None) or not self.link.connected:
+        # Lowering it (clearing a mark, e.g. to 0.0 after a reconnect) is always taken; a new mark
+        # only while the broker connection is down.
+        if (value <= getattr(self, "_unhealthy_until_ms", math.inf) or not getattr(self, "link", None)
+                or not self.link.connected):
             self._unhealthy_until_ms = value
 
     def give_up_ms(self, req: Request, now_ms: float) -> float:

@@ -60,3 +60,31 @@ def test_unavailable_provider_open_raises_delegate_unavailable() -> None:
     assert "not in this onnxruntime" in (d.probe() or "")
     with pytest.raises(DelegateUnavailable):
         d.open(Artifact("onnx", data=onnx_probe()))
+
+
+#: An EP in every onnxruntime wheel that takes none of an ordinary model's nodes (it serves remote calls):
+#: the real case of an accelerator EP whose session starts but runs nothing.
+NO_NODES_EP = "AzureExecutionProvider"
+
+
+def _no_nodes_ep() -> str:
+    import onnxruntime as ort
+
+    if NO_NODES_EP not in ort.get_available_providers():
+        pytest.skip(f"this onnxruntime build has no {NO_NODES_EP}")
+    return NO_NODES_EP
+
+
+def test_an_accelerator_ep_that_takes_no_probe_node_is_unavailable() -> None:
+    d = OrtDelegate("t-no-nodes", "gpu", _no_nodes_ep())
+    assert "took none of the probe model's nodes" in (d.probe() or "")
+    with pytest.raises(DelegateUnavailable, match="took none"):
+        d.open(Artifact("onnx", data=onnx_probe()))
+
+
+def test_a_session_whose_accelerator_ep_took_zero_nodes_is_refused() -> None:
+    # the probe skipped: the per-model guard alone must refuse a "gpu" session that is all CPU
+    d = OrtDelegate("t-no-nodes", "gpu", _no_nodes_ep(), probe_session=False)
+    assert d.probe() is None
+    with pytest.raises(ModelLoadError, match=r"took none of the \d+ nodes .* run this model on a cpu delegate"):
+        d.open(Artifact("onnx", data=onnx_probe()))

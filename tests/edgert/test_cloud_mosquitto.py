@@ -6,9 +6,10 @@ Needs the mosquitto binary (Debian: ``apt-get install mosquitto``); skipped with
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import numpy as np
@@ -81,16 +82,23 @@ def test_a_stale_cloud_estimate_is_reset_so_the_cloud_is_tried_again(cloud) -> N
         for _ in range(3):
             assert m.submit(x).result(10).processor == "cloud"
         w = rt._by_name["cloud"]
+        # The ager thread would age on the real clock (a stall of STALE_S on a busy host resets the
+        # estimate before the test does): stop it and drive age_estimates with explicit times.
+        w._stop_aging.set()
+        w._ager.join()
         best = w._best_ms["cnn"]
+        last = w._last_s["cnn"]                           # when the last round trip ended
         prior = rt.estimator.prior_ms("cnn", "cloud")
         for _ in range(40):
             rt.estimator.update("cnn", "cloud", 500.0)   # a slow spell
-        now = time.perf_counter()
-        assert w.age_estimates(now) == []                 # just measured: not stale yet
-        assert w.age_estimates(now + STALE_S + 0.01) == ["cnn"]
+        slow = rt.estimator.expected_ms("cnn", "cloud")
+        assert slow > 1.25 * best
+        assert w.age_estimates(last + STALE_S - 0.01) == []        # not stale yet
+        assert rt.estimator.expected_ms("cnn", "cloud") == slow
+        assert w.age_estimates(last + STALE_S + 0.01) == ["cnn"]
         assert rt.estimator.expected_ms("cnn", "cloud") == pytest.approx(best)
         assert rt.estimator.prior_ms("cnn", "cloud") == prior
-        assert w.age_estimates(now + STALE_S + 0.02) == []  # one reset per STALE_S
+        assert w.age_estimates(last + STALE_S + 0.02) == []         # one reset per STALE_S
 
 
 def test_only_the_exact_files_in_the_models_dir_are_served(cloud, tmp_path: Path) -> None:
@@ -110,6 +118,7 @@ def test_only_the_exact_files_in_the_models_dir_are_served(cloud, tmp_path: Path
 def test_bad_requests_get_error_replies_and_the_worker_survives(cloud) -> None:
     broker, models, worker, _ = cloud
     link = MqttLink(parse_broker_url(broker.url))
+    ignored = worker.text().count("ignored")
     try:
         tiny = session(link, models, "tiny")
         ok = tiny.run([np.ones((1, 64), np.float32)])
@@ -129,11 +138,11 @@ def test_bad_requests_get_error_replies_and_the_worker_survives(cloud) -> None:
         raw.publish("edgert/req/tiny", b"\x00garbage", qos=1).wait_for_publish(2)
         raw.publish("edgert/req/tiny", encode({"op": "run", "reply": "victim/topic", "id": "1"}), qos=1)
         raw.publish("edgert/req/tiny", b"EDG1\x00\x00\x00\x05{{{{{", qos=1).wait_for_publish(2)
+        # One connection, one topic, QoS 1: the worker gets the frames in order and handles each in
+        # a task started in arrival order, and a bad frame is logged before its task yields; so when
+        # this request is answered, the three were logged.
         np.testing.assert_array_equal(tiny.run([np.ones((1, 64), np.float32)])[0], ok[0])
-        deadline = time.monotonic() + 5
-        while worker.text().count("ignored") < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert worker.text().count("ignored") >= 3
+        assert worker.text().count("ignored") == ignored + 3
         assert worker.proc.poll() is None
     finally:
         link.close()
@@ -180,7 +189,7 @@ def test_a_second_worker_shares_the_load_and_drains_on_sigterm(cloud) -> None:
         # graceful drain: SIGTERM while requests are queued on it; every request is answered
         with ThreadPoolExecutor(8) as ex:
             futs = [ex.submit(cnn.run, x, 20_000) for _ in range(40)]
-            time.sleep(0.03)
+            wait(futs, return_when=FIRST_COMPLETED)       # replies are flowing: requests are queued
             second.proc.send_signal(signal.SIGTERM)
             outs = [f.result() for f in futs]
         assert len(outs) == 40
@@ -192,7 +201,8 @@ def test_a_second_worker_shares_the_load_and_drains_on_sigterm(cloud) -> None:
 
 
 def test_kill_a_worker_mid_burst_every_request_ends(tmp_path: Path) -> None:
-    """SIGKILL one of two workers during a burst: no request hangs or vanishes ."""
+    """SIGKILL one of two workers during a burst: no request hangs or vanishes, and the runtime
+    still serves afterwards (on the surviving worker or locally)."""
     broker = Mosquitto(tmp_path)
     models = make_models(tmp_path / "models", ("cnn",))
     workers = [WorkerProc(broker.url, models, tmp_path / f"w{i}.log") for i in range(2)]
@@ -206,16 +216,20 @@ def test_kill_a_worker_mid_burst_every_request_ends(tmp_path: Path) -> None:
             for i in range(300):
                 with rt.frame(deadline_ms=60.0):
                     futs.append(m.submit(x))
-                if i == 100:
+                if i == 100:       # mid-burst: 100 submitted, 199 to come
                     workers[0].proc.send_signal(signal.SIGKILL)
-                time.sleep(0.002)
+                    workers[0].proc.wait(10)
             results = [f.result(30) for f in futs]
+            # no deadline: given up on the cloud (a request the broker routed to the dead worker) it is
+            # re-placed locally, so it ends ok wherever it runs
+            after = m.submit(x).result(60)
+            requests = rt.stats()["cnn"]["requests"]
         statuses = Counter(r.status for r in results)
         assert sum(statuses.values()) == 300 and set(statuses) <= {OK, LATE, DROPPED, FAILED}
-        assert all(r.error is not None for r in results if r.status in (DROPPED, FAILED))
-        by_proc = Counter(r.processor for r in results[150:] if r.ok)
-        assert by_proc["cloud"] + by_proc["cpu0"] > 0
-        assert statuses[OK] + statuses[LATE] >= 150, statuses
+        assert all((r.error is not None) == (r.status in (DROPPED, FAILED)) for r in results)
+        assert all((r.outputs is not None) == r.ok for r in results)
+        assert len({r.id for r in results}) == 300 and requests == 301   # one result each, all counted
+        assert after.status == OK and after.processor in ("cloud", "cpu0"), after
     finally:
         for w in workers:
             w.stop(signal.SIGKILL)
@@ -223,7 +237,8 @@ def test_kill_a_worker_mid_burst_every_request_ends(tmp_path: Path) -> None:
 
 
 def test_broker_restart_fails_fast_then_everyone_reconnects(tmp_path: Path) -> None:
-    """Stop mosquitto: requests end with the reason at once; start it again: client and worker reconnect."""
+    """Stop mosquitto: requests end with the reason at once (no wait for a reply); start it again:
+    client and worker reconnect, and a fault mark can be cleared."""
     broker = Mosquitto(tmp_path)
     models = make_models(tmp_path / "models", ("tiny",))
     worker = WorkerProc(broker.url, models, tmp_path / "w.log")
@@ -232,26 +247,49 @@ def test_broker_restart_fails_fast_then_everyone_reconnects(tmp_path: Path) -> N
         x = np.ones((1, 64), np.float32)
         with edgert.Runtime(cpu_workers=0, offload=broker.url) as rt:
             m = rt.load(models / "tiny.onnx", name="tiny", slo_ms=2_000.0)
-            link = rt._by_name["cloud"].link
+            cloud_w = rt._by_name["cloud"]
+            link = cloud_w.link
+            up, down = link_events(link)
             assert m.submit(x).result(5).status == OK
             broker.stop()
-            t = time.monotonic()
-            while link.connected and time.monotonic() - t < 5:
-                time.sleep(0.01)
-            res = m.submit(x).result(5)
-            assert res.status == FAILED and "MQTT broker" in str(res.error), res
-            assert time.monotonic() - t < 5
+            assert down.wait(30), "the link never saw the broker go"
+            res = m.submit(x).result(30)
+            # failed on the missing connection, not after waiting out a reply (that says "no reply")
+            assert res.status == FAILED and "not connected to the MQTT broker" in str(res.error), res
+            cloud_w.unhealthy_until_ms = rt.now_ms() + 60_000.0   # a fault mark, taken while disconnected
+            up.clear()
             broker.start()
             worker.ready(count=2, timeout_s=30)
-            t = time.monotonic()
-            while not link.connected and time.monotonic() - t < 15:
-                time.sleep(0.02)
+            assert up.wait(30), "the link did not reconnect"
             assert link.connected and link.reconnects >= 1
-            rt._by_name["cloud"].unhealthy_until_ms = 0.0   # skip the runtime's re-probe wait
+            assert m.submit(x).result(10).status == DROPPED     # still marked: placement skips the cloud
+            cloud_w.unhealthy_until_ms = 0.0                    # cleared (the setter used to ignore this)
+            assert cloud_w.unhealthy_until_ms == 0.0
             assert m.submit(x).result(10).status == OK
+            cloud_w.unhealthy_until_ms = rt.now_ms() + 60_000.0
+            assert cloud_w.unhealthy_until_ms == 0.0            # connected: a new mark is ignored
     finally:
         worker.stop()
         broker.stop()
+
+
+def link_events(link: MqttLink) -> tuple[threading.Event, threading.Event]:
+    """(connected, disconnected) events set by the link's own paho callbacks, after they ran."""
+    up, down = threading.Event(), threading.Event()
+    client = link._client
+    on_connect, on_disconnect = client.on_connect, client.on_disconnect
+
+    def connected(*args) -> None:
+        on_connect(*args)
+        if link.connected:
+            up.set()
+
+    def disconnected(*args) -> None:
+        on_disconnect(*args)
+        down.set()
+
+    client.on_connect, client.on_disconnect = connected, disconnected
+    return up, down
 
 
 def test_username_password_and_tls(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import pytest
 from edgert.testing import genmodels
 from edgert.cli import _deploy as cmd_deploy
 from edgert.deploy.jetson import service_unit
+from edgert.errors import ConfigError
 from scheduler.profile import DeviceProfile
 from tests.edgert.doubles import install_doubles
 from tests.edgert.doubles.install import read_calls
@@ -133,7 +134,7 @@ def test_service_without_sudo_still_writes_the_profile(setup: dict[str, Any], ca
 
 
 def test_local_errors() -> None:
-    with pytest.raises(Exception, match="needs a command"):
+    with pytest.raises(ConfigError, match="needs a command"):
         service_unit("   ", "/home/u", "u")
     parser = argparse.ArgumentParser(prog="edgert")
     cmd_deploy.register(parser.add_subparsers(dest="command"))

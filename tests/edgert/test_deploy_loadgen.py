@@ -131,6 +131,10 @@ def test_other_scenarios_through_the_cli(tmp_path: Path, capsys: pytest.CaptureF
     reports = json.loads(out_json.read_text())
     assert [r["sut"] for r in reports] == ["direct", "edgert"]
     assert all(set(r["status"]) == {"ok"} for r in reports)
+    for i, r in enumerate(reports, 1):   # the printed verdict is LoadGen's own, per side (load-dependent)
+        assert r["scenario"] == scenario and r["valid"] == (r["fields"]["Result is"] == "VALID")
+        verdict = "VALID" if r["valid"] else "INVALID"
+        assert re.search(rf"^{i} {r['sut']} +{verdict} ", out, re.M), out
 
 
 def test_cli_prints_loadgen_summary(capsys: pytest.CaptureFixture) -> None:

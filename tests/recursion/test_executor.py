@@ -14,6 +14,8 @@ from recursion import Executor, Forest, InvokeOp, OrtRunner, SubGraph, is_intern
 from recursion.cells import FLOAT, CellBuilder
 from recursion.models import ChildSumTreeLSTM
 from recursion.runners import CellHandle
+from delegates import registry
+from delegates.base import Artifact, Delegate, Session
 from recursion.synth import chain_tree, random_tree, sst_like_tree
 from edgert.errors import ConfigError, InferenceError, InputError
 from tests.recursion import reference as ref
@@ -118,66 +120,177 @@ def test_memoized_leaves_equal_unmemoized() -> None:
     np.testing.assert_array_equal(memo.nodes("c"), plain.nodes("c"))
 
 
-class ConcurrencyRecorderDouble:
-    """Test double around a real runner: records how many cell calls (submitted or sync) overlap in time."""
+#: How long a gated call waits for a second call to be in flight before the test calls it serial (s).
+GATE_S = 30.0
 
-    def __init__(self, inner) -> None:
+
+class ConcurrencyRecorderDouble:
+    """Test double around a real runner: records how many cell calls (submitted or sync) overlap.
+
+    A call of the kind ``hold`` names (``"submit"`` or ``"call"``) does not complete until a second
+    call is in flight (or ``GATE_S`` passed): the overlap the test asks for is then a fact of the
+    order of calls, not of how fast a cell runs. Without it, a cell done before the next one was
+    issued read as serial (the old test failed 4 runs in 20 on an idle host).
+    """
+
+    def __init__(self, inner, hold: str) -> None:
         self.inner = inner
+        self.hold = hold
         self.parallelism = inner.parallelism
         self.active = 0
         self.peak = 0
         self.lock = threading.Lock()
+        self.overlapped = threading.Event()
+        self.gate_timed_out = False
+
+    def _enter(self) -> None:
+        with self.lock:
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+            if self.active >= 2:
+                self.overlapped.set()
+
+    def _leave(self, kind: str) -> None:
+        """Wait for an overlap (once: a timeout means serial, and opens the gate for the rest)."""
+        if kind == self.hold and not self.overlapped.wait(GATE_S):
+            self.gate_timed_out = True
+            self.overlapped.set()
+        with self.lock:
+            self.active -= 1
 
     def load_cell(self, name: str, model: bytes) -> CellHandle:
         h = self.inner.load_cell(name, model)
 
         def submit(inputs):
-            with self.lock:
-                self.active += 1
-                self.peak = max(self.peak, self.active)
-            fut = h.submit(inputs)
+            self._enter()
+            out: Future = Future()
 
-            def done(_):
-                with self.lock:
-                    self.active -= 1
+            def done(fut: Future) -> None:
+                self._leave("submit")
+                if fut.exception() is not None:
+                    out.set_exception(fut.exception())
+                else:
+                    out.set_result(fut.result())
 
-            fut.add_done_callback(done)
-            return fut
+            # on a thread of its own: a future already done runs its callback on this (the caller's)
+            # thread, and holding it there would keep the executor from submitting the next group
+            h.submit(inputs).add_done_callback(lambda fut: threading.Thread(target=done, args=(fut,)).start())
+            return out
 
         def call(inputs):
-            with self.lock:
-                self.active += 1
-                self.peak = max(self.peak, self.active)
+            self._enter()
             try:
                 return h.call(inputs)
             finally:
-                with self.lock:
-                    self.active -= 1
+                self._leave("call")
 
         return CellHandle(name, submit, h.unwrap, call)
 
 
-def test_independent_groups_run_at_the_same_time() -> None:
+def _overlap_run(how: str) -> ConcurrencyRecorderDouble:
     rng = np.random.default_rng(2)
     vocab = [f"w{i}" for i in range(50)]
     trees = [sst_like_tree(rng, vocab) for _ in range(300)]
     with OrtRunner(2) as runner:
-        double = ConcurrencyRecorderDouble(runner)
+        # one run's parallel groups are submitted; encode's parts (one group per wave) are sync calls
+        double = ConcurrencyRecorderDouble(runner, hold="submit" if how == "run" else "call")
         model = ChildSumTreeLSTM.random(vocab, input_dim=32, hidden=32, runtime=double)
-        model.encode(trees)
-    assert double.peak >= 2
+        got = model.run(trees).roots("h") if how == "run" else model.encode(trees)
+        np.testing.assert_allclose(ChildSumTreeLSTM(model.weights, runtime=OrtRunner(1)).run(trees).roots("h"),
+                                   got, atol=1e-6)
+    return double
+
+
+def test_independent_groups_run_at_the_same_time() -> None:
+    """One run: each wave is cut into one part per worker, submitted together (no waiting between)."""
+    double = _overlap_run("run")
+    assert not double.gate_timed_out, "no cell call was joined by a second one: the groups ran serially"
+    assert double.peak >= 2 and double.active == 0
+
+
+def test_encode_runs_its_parts_at_the_same_time() -> None:
+    """encode: the parts of a batch run on pool threads while the next part is planned."""
+    double = _overlap_run("encode")
+    assert not double.gate_timed_out, "no cell call was joined by a second one: the parts ran serially"
+    assert double.peak >= 2 and double.active == 0
+
+
+class GatedDelegateDouble(Delegate):
+    """Test double around the real ``ort-cpu`` delegate: once ``armed``, a run on a runtime worker
+    thread does not end until another run has started (or ``GATE_S`` passed).
+
+    Two runs at once can only be on two different workers (each runs one invocation at a time), so
+    an overlap proves the runtime spread the groups; a runtime that queued the second group behind
+    the first leaves the first waiting until the gate times out.
+    """
+
+    processor, backend, formats = "cpu", "onnxruntime", ("onnx",)
+
+    def __init__(self) -> None:
+        self.name = "ort-cpu-gated"
+        self.inner = registry.get("ort-cpu")
+        self.armed = False
+        self.running = 0
+        self.lock = threading.Lock()
+        self.overlapped = threading.Event()
+        self.gate_timed_out = False
+
+    def _probe(self) -> str | None:
+        return self.inner.probe()
+
+    def open(self, artifact: Artifact, threads: int = 1) -> Session:
+        return _GatedSessionDouble(self, self.inner.open(artifact, threads))
+
+
+class _GatedSessionDouble(Session):
+    """The session of :class:`GatedDelegateDouble`: the real session's run behind the gate."""
+
+    def __init__(self, gate: GatedDelegateDouble, inner: Session) -> None:
+        self.gate, self.inner = gate, inner
+        self.inputs, self.outputs = inner.inputs, inner.outputs
+
+    def run(self, feeds):
+        g = self.gate
+        # only worker threads wait: a sync call run inline on the caller's thread must not block it
+        gated = g.armed and threading.current_thread().name.startswith("edgert-cpu")
+        with g.lock:
+            g.running += 1
+            if g.running >= 2:
+                g.overlapped.set()
+        try:
+            out = self.inner.run(feeds)
+            if gated and not g.overlapped.wait(GATE_S):
+                g.gate_timed_out = True
+                g.overlapped.set()
+            return out
+        finally:
+            with g.lock:
+                g.running -= 1
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 def test_runtime_spreads_groups_over_both_cpu_workers() -> None:
     rng = np.random.default_rng(3)
     vocab = [f"w{i}" for i in range(50)]
     trees = [sst_like_tree(rng, vocab) for _ in range(400)]
-    with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=2, warmup_runs=1) as rt:
+    gate = GatedDelegateDouble()
+    with edgert.Runtime(delegates=[gate], cpu_workers=2, warmup_runs=1) as rt:
         model = ChildSumTreeLSTM.random(vocab, input_dim=64, hidden=64, runtime=rt)
+        model.executor.warm()
+        # Estimates far above a cell's real run: a run held open by the gate must read as busy to the
+        # policy (a run past its estimate reads as ending now, and a tie would go to cpu0).
+        for name in rt.stats():
+            for proc in rt.processors:
+                rt.estimator.seed(name, proc, 1_000.0)
+        gate.armed = True
         H1 = model.encode(trees)
-        procs = {p for s in rt.stats().values() for p in s["by_processor"]}
-        assert procs == {"cpu0", "cpu1"}
-        assert all(s["ok"] + s["late"] == s["requests"] for s in rt.stats().values())
+        stats = rt.stats().values()
+        procs = {p for s in stats for p in s["by_processor"]}
+    assert not gate.gate_timed_out, "no two cell runs overlapped: the runtime did not use both CPU workers"
+    assert procs == {"cpu0", "cpu1"}
+    assert all(s["ok"] + s["late"] == s["requests"] > 0 for s in stats)
     with OrtRunner(1) as runner:  # same answer on another backend path
         other = ChildSumTreeLSTM(model.weights, runtime=runner)
         np.testing.assert_allclose(other.encode(trees), H1, atol=1e-6)

@@ -304,3 +304,36 @@ def test_requests_without_deadline_are_never_shed_or_offloaded():
     plan_ = OverloadPlan()
     assert plan_.fate(req(1, "m")) == LOCAL   # no deadline
     assert plan_._streams.rates(0.0) == ({}, {})
+
+
+def _vertex_optimum(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
+    """min c·x over a x = b, x >= 0 by enumerating every basis (the optimum of a bounded LP is a vertex)."""
+    from itertools import combinations
+
+    m, n = a.shape
+    best = np.inf
+    for cols in combinations(range(n), m):
+        sub = a[:, cols]
+        if abs(np.linalg.det(sub)) < 1e-9:
+            continue
+        xb = np.linalg.solve(sub, b)
+        if (xb >= -1e-9).all():
+            best = min(best, float(c[list(cols)] @ xb))
+    return best
+
+
+@pytest.mark.parametrize("degenerate", [False, True])
+def test_minimize_matches_vertex_enumeration_on_random_lps(degenerate):
+    # a = [A | I] with A > 0 keeps every LP bounded and the slack basis feasible; zeros in b make
+    # degenerate pivots (ties, stalls: the Bland's-rule path)
+    rng = np.random.default_rng(7 + degenerate)
+    for _ in range(60):
+        m, k = int(rng.integers(2, 4)), int(rng.integers(2, 5))
+        a = np.hstack([rng.integers(1, 5, (m, k)).astype(float), np.eye(m)])
+        b = rng.integers(0 if degenerate else 1, 6, m).astype(float)
+        if degenerate:
+            a[:, :k] = np.where(rng.random((m, k)) < 0.5, a[:, :k], a[0, :k])   # repeated rows: ties
+        c = np.concatenate([rng.integers(-5, 3, k).astype(float), np.zeros(m)])
+        x = minimize(c, a, b, list(range(k, k + m)))
+        assert (x >= 0).all() and np.allclose(a @ x, b, atol=1e-9)
+        assert c @ x == pytest.approx(_vertex_optimum(c, a, b), abs=1e-9)
