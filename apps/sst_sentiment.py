@@ -23,6 +23,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -77,6 +78,22 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _readout(model: Any, train: list, args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, str]:
+    """The sentiment readout (W_s [H, 5], b_s [5]) and where it came from: the weights file, a ridge
+    fit on the training roots (``--fit-readout``), or random."""
+    w = model.weights
+    if "W_s" in w and "b_s" in w:
+        return w["W_s"], w["b_s"], "from weights"
+    if args.fit_readout:
+        t = time.perf_counter()
+        labels = np.array([int(tr.label) for tr in train])
+        W_s, b_s = fit_readout(model.encode(train), labels)
+        return W_s, b_s, f"ridge fit on the roots of {len(labels)} train sentences in {time.perf_counter() - t:.1f} s"
+    H = model.hidden
+    rng = np.random.default_rng(args.seed + 1)
+    return rng.normal(0, 1 / np.sqrt(H), (H, 5)).astype(np.float32), np.zeros(5, np.float32), "random"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the app; returns the process exit code."""
     args = build_parser().parse_args(argv)
@@ -94,19 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             vocab = sorted({w for t in [*trees, *train] for w in t.leaves()})
             model = cls.random(vocab, input_dim=args.input, hidden=args.hidden, seed=args.seed, runtime=rt)
         H = model.hidden
-        w = model.weights
-        if "W_s" in w and "b_s" in w:
-            W_s, b_s, readout = w["W_s"], w["b_s"], "from weights"
-        elif args.fit_readout:
-            t = time.perf_counter()
-            labels = np.array([int(tr.label) for tr in train])
-            W_s, b_s = fit_readout(model.encode(train), labels)
-            readout = f"ridge fit on the roots of {len(labels)} train sentences in {time.perf_counter() - t:.1f} s"
-        else:
-            rng = np.random.default_rng(args.seed + 1)
-            W_s, b_s, readout = rng.normal(0, 1 / np.sqrt(H), (H, 5)).astype(np.float32), np.zeros(5, np.float32), \
-                "random"
-
+        W_s, b_s, readout = _readout(model, train, args)
         t = time.perf_counter()
         roots = model.encode(trees)
         wall_ms = (time.perf_counter() - t) * 1e3

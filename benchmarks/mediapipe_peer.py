@@ -28,8 +28,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import edgert  # noqa: E402
+from _common import host_line  # noqa: E402
 from apps.xr import Pipelines, assets  # noqa: E402
 
 STREAMS = (("face", 30.0), ("hands", 30.0), ("pose", 30.0), ("segmentation", 15.0))
@@ -114,9 +116,10 @@ def run_mediapipe(frame: np.ndarray, users: int, seconds: float) -> tuple[list[d
     return run_streams(makers, seconds)
 
 
-def run_edgert(frame: np.ndarray, users: int, seconds: float) -> tuple[list[dict], float]:
+def run_edgert(frame: np.ndarray, users: int, seconds: float, cpu_workers: int | None = None
+               ) -> tuple[list[dict], float]:
     """edgert's pipelines, one per stream per user, on one runtime."""
-    with edgert.Runtime() as rt:
+    with edgert.Runtime(cpu_workers=cpu_workers) as rt:
         makers = []
         for u in range(users):
             for name, fps in STREAMS:
@@ -143,9 +146,12 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--loads", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--cpu-workers", type=int, default=None,
+                    help="edgert's CPU workers (default: the runtime's, one per core)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "mediapipe_peer.md"))
     args = ap.parse_args()
     frame = test_frame()
+    host = host_line()
     rows = []
     for hog in (False, True):
         stop = mp.Event()
@@ -153,7 +159,8 @@ def main() -> int:
         if proc:
             proc.start()
         for users in args.loads:
-            (m, mc), (e, ec) = run_mediapipe(frame, users, args.seconds), run_edgert(frame, users, args.seconds)
+            (m, mc), (e, ec) = (run_mediapipe(frame, users, args.seconds),
+                                run_edgert(frame, users, args.seconds, args.cpu_workers))
             rows.append((hog, users, m, mc, e, ec))
             print(f"{'hog ' if hog else 'idle'} {users}x  cores mp {mc:.2f} edgert {ec:.2f}", flush=True)
             for a, b in zip(m, e):
@@ -162,18 +169,18 @@ def main() -> int:
         if proc:
             stop.set()
             proc.join()
-    Path(args.out).write_text(render(rows, args.seconds))
+    Path(args.out).write_text(render(rows, args.seconds, host, f"cpu_workers={args.cpu_workers or 'default (one per core)'}"))
     print(f"wrote {args.out}")
     return 0
 
 
-def render(rows: list, seconds: float) -> str:
+def render(rows: list, seconds: float, host: str = "", workers: str = "") -> str:
     """The results as a markdown table (one row per stream and configuration)."""
     lines = ["# edgert XR pipelines vs MediaPipe 0.10.14 (benchmarks/mediapipe_peer.py)", "",
              f"{seconds:.0f} s per configuration; met % = periods that produced a frame finished within the "
              "period with every stage's outputs (a frame with a dropped stage never counts); latencies in ms "
-             "of finished frames (MediaPipe / edgert). Measured on a 2-core host SHARED with other "
-             "agents' jobs: treat as indicative, re-run on a quiet host.", "",
+             "of finished frames (MediaPipe / edgert).", "", f"{host}, at the start of the run; "
+             f"edgert: {workers}.", "",
              "| load | host | stream | met % MediaPipe | met % edgert | ratio | p50 MP | p50 edgert | p99 MP | p99 edgert |",
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for hog, users, m, mc, e, ec in rows:

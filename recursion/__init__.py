@@ -21,9 +21,23 @@ del _require
 
 from recursion import data  # noqa: E402
 from recursion.executor import Executor, RunResult, RunStats
-from recursion.plan import Forest, Plan, make_plan
-from recursion.runners import CellHandle, OrtRunner, Runner, RuntimeRunner, default_runtime
-from recursion.subgraph import Branch, InvokeOp, SubGraph, arity_at_most, is_internal, is_leaf
+from recursion.forest import Forest
+from recursion.plan import Plan, make_plan
+from recursion.runners import (
+    CellHandle,
+    OrtRunner,
+    Runner,
+    RuntimeRunner,
+    default_runtime,
+)
+from recursion.subgraph import (
+    Branch,
+    InvokeOp,
+    SubGraph,
+    arity_at_most,
+    is_internal,
+    is_leaf,
+)
 from recursion.tree import PTBParseError, Tree, parse_ptb, read_ptb
 
 __all__ = [

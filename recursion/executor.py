@@ -23,11 +23,12 @@ from typing import Any
 import numpy as np
 import onnx
 
-from recursion.plan import MAX_ROWS, Forest, Plan, make_plan
+from edgert.errors import ConfigError, EdgeRTError, InferenceError
+from recursion.forest import Forest
+from recursion.plan import MAX_ROWS, Plan, make_plan
 from recursion.runners import CellHandle, Runner, as_runner, unique_name
 from recursion.subgraph import Branch, SubGraph
 from recursion.tree import Tree
-from edgert.errors import ConfigError, EdgeRTError, InferenceError
 
 __all__ = ["Executor", "RunResult", "RunStats"]
 

@@ -24,88 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain
 
 import numpy as np
 
-from recursion.subgraph import Branch, SubGraph
-from recursion.tree import Tree
 from edgert.errors import ConfigError, InputError
+from recursion.forest import Forest
+from recursion.subgraph import Branch, SubGraph
 
 __all__ = ["Forest", "Gather", "Group", "Plan", "make_plan"]
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Forest:
-    """A batch of trees as one set of arrays (global node ids).
-
-    Attributes:
-        child_ptr, child_idx: CSR children of every node (global ids).
-        height, first: per node, as in :class:`~recursion.tree.Tree`, global ids.
-        roots: int64 [T], the root of each tree.
-        offsets: int64 [T + 1], tree ``t`` owns nodes ``offsets[t]:offsets[t+1]``.
-        words: per node, the leaf word or None.
-    """
-
-    child_ptr: np.ndarray
-    child_idx: np.ndarray
-    height: np.ndarray
-    first: np.ndarray
-    roots: np.ndarray
-    offsets: np.ndarray
-    words: tuple[str | None, ...]
-
-    @property
-    def n(self) -> int:
-        """Number of nodes in the batch."""
-        return len(self.height)
-
-    @property
-    def arity(self) -> np.ndarray:
-        """int64 [n]: children per node."""
-        return np.diff(self.child_ptr)
-
-    @classmethod
-    def from_trees(cls, trees: Sequence[Tree]) -> Forest:
-        """Concatenate ``trees`` (raises InputError on an empty batch or a non-Tree)."""
-        if len(trees) == 0:
-            raise InputError("no trees given; pass a list of recursion.Tree (from recursion.parse_ptb)")
-        for i, t in enumerate(trees):
-            if not isinstance(t, Tree):
-                raise InputError(f"trees[{i}] is a {type(t).__name__}, not a recursion.Tree; parse it with "
-                                 "recursion.parse_ptb(line)")
-        sizes = np.fromiter((len(t) for t in trees), dtype=np.int64, count=len(trees))
-        offsets = np.zeros(len(trees) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        n_edges = np.fromiter((len(t.child_idx) for t in trees), dtype=np.int64, count=len(trees))
-        edge_off = np.concatenate(([0], np.cumsum(n_edges)))
-        child_ptr = np.empty(offsets[-1] + 1, dtype=np.int64)
-        child_ptr[:-1] = np.concatenate([t.child_ptr[:-1] for t in trees]) + np.repeat(edge_off[:-1], sizes)
-        child_ptr[-1] = edge_off[-1]
-        child_idx = np.concatenate([t.child_idx for t in trees]) + np.repeat(offsets[:-1], n_edges)
-        first = np.concatenate([t.first for t in trees]) + np.repeat(offsets[:-1], sizes)
-        words: tuple[str | None, ...] = tuple(chain.from_iterable(t.words for t in trees))
-        return cls(child_ptr, child_idx, np.concatenate([t.height for t in trees]), first,
-                   offsets[1:] - 1, offsets, words)
-
-    def lookup(self, vocab: Mapping[str, int], unknown: int) -> np.ndarray:
-        """int64 [n]: vocabulary id of each leaf's word (``unknown`` if absent), -1 for internal nodes."""
-        get = vocab.get
-        ids = np.full(self.n, -1, dtype=np.int64)
-        leaves = np.flatnonzero(self.child_ptr[1:] == self.child_ptr[:-1])
-        words = self.words
-        ids[leaves] = [get(words[i], unknown) for i in leaves.tolist()]
-        return ids
-
-    def children_of(self, nodes: np.ndarray) -> np.ndarray:
-        """All children of ``nodes`` concatenated (vectorised CSR expansion)."""
-        starts = self.child_ptr[nodes]
-        counts = self.child_ptr[nodes + 1] - starts
-        total = int(counts.sum())
-        if total == 0:
-            return np.empty(0, dtype=np.int64)
-        shift = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
-        return self.child_idx[shift + np.arange(total)]
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -39,8 +39,13 @@ from functools import partial
 from pathlib import Path
 from typing import Literal
 
-from edgert.deploy.parsers import (ParseError, benchmark_delegate_status, parse_benchmark_model, parse_fuel_gauge,
-                                   parse_getprop)
+from edgert.deploy.parsers import (
+    ParseError,
+    benchmark_delegate_status,
+    parse_benchmark_model,
+    parse_fuel_gauge,
+    parse_getprop,
+)
 from edgert.deploy.profile_writer import build_profile, slug, write_profile
 from edgert.deploy.runner import (
     Collector,

@@ -34,8 +34,13 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from edgert.deploy.parsers import (L4TRelease, ParseError, parse_nv_tegra_release, parse_trtexec,
-                                   tegrastats_energy_mj)
+from edgert.deploy.parsers import (
+    L4TRelease,
+    ParseError,
+    parse_nv_tegra_release,
+    parse_trtexec,
+    tegrastats_energy_mj,
+)
 from edgert.deploy.profile_writer import build_profile, slug, write_profile
 from edgert.deploy.runner import (
     Collector,
@@ -46,10 +51,9 @@ from edgert.deploy.runner import (
     Runner,
     StepFailed,
 )
+from edgert.deploy.systemd import REMOTE_DIR, service_unit
 from edgert.errors import ConfigError
 
-#: Remote directory, relative to the login's home (ssh and scp both start there).
-REMOTE_DIR = "edgert"
 #: Where JetPack installs trtexec.
 DEFAULT_TRTEXEC = "/usr/src/tensorrt/bin/trtexec"
 #: systemd unit name installed by ``--service``.
@@ -359,37 +363,6 @@ def describe_jetson(host: str, release: L4TRelease | None, board: str, dry_run: 
         return f"Jetson {host} (dry run: not queried)"
     l4t = f"L4T {release.version}" + (f", board {release.board}" if release.board else "") if release else "no L4T"
     return f"{board or 'unknown board'} ({host}; {l4t})"
-
-
-def service_unit(command: str, home: str, user: str | None) -> str:
-    """The systemd unit text that runs ``command`` (an ``edgert ...`` or python command) from the venv."""
-    argv = shlex.split(command)
-    if not argv:
-        raise ConfigError("--service needs a command, e.g. --service 'edgert run xr-demo --seconds 0'")
-    venv_bin = f"{home}/{REMOTE_DIR}/venv/bin"
-    if "/" not in argv[0]:
-        argv[0] = f"{venv_bin}/{argv[0]}"
-    lines = [
-        "[Unit]",
-        "Description=edgert app (installed by edgert deploy jetson)",
-        "After=network-online.target",
-        "Wants=network-online.target",
-        "",
-        "[Service]",
-        "Type=simple",
-        *( [f"User={user}"] if user else [] ),
-        f"WorkingDirectory={home}/{REMOTE_DIR}",
-        f"Environment=PATH={venv_bin}:/usr/local/bin:/usr/bin:/bin",
-        "Environment=PYTHONUNBUFFERED=1",
-        f"ExecStart={shlex.join(argv)}",
-        "Restart=on-failure",
-        "RestartSec=2",
-        "",
-        "[Install]",
-        "WantedBy=multi-user.target",
-        "",
-    ]
-    return "\n".join(lines)
 
 
 def deploy_jetson(host: str, models: Sequence[str | Path], output: str | Path, dry_run: bool = False, *,

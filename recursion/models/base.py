@@ -15,11 +15,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from edgert.errors import ConfigError, ModelLoadError
 from recursion.executor import Executor, RunResult, RunStats
-from recursion.plan import Forest
+from recursion.forest import Forest
 from recursion.subgraph import SubGraph
 from recursion.tree import Tree
-from edgert.errors import ConfigError, ModelLoadError
 
 #: ``encode`` splits a batch across workers only when each part gets at least this many trees.
 MIN_TREES_PER_PART = 32

@@ -14,10 +14,10 @@ from typing import ClassVar
 
 import numpy as np
 
+from edgert.errors import ConfigError
 from recursion.cells import FLOAT, CellBuilder
 from recursion.models.base import TreeModel
 from recursion.subgraph import InvokeOp, SubGraph, is_internal, is_leaf
-from edgert.errors import ConfigError
 
 __all__ = ["RNTN", "TreeRNN"]
 
