@@ -44,3 +44,12 @@ def test_scheduler_needs_only_stdlib_and_numpy():
     for path in (ROOT / "scheduler").rglob("*.py"):
         bad = imported_roots(path) - allowed
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+@pytest.mark.slow
+def test_mypy_is_clean_on_the_runtime_packages():
+    """edgert/, scheduler/ and delegates/ type-check ([tool.mypy] in pyproject.toml)."""
+    if shutil.which("mypy") is None:
+        pytest.fail("mypy is not installed: pip install -e '.[test]'")
+    r = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]

@@ -102,7 +102,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from scheduler.policies._energy import EnergyTable, make_objective
 from scheduler.policies._overload import CLOUD, LOCAL, SHED, OverloadPlan
@@ -160,7 +160,7 @@ class EdgertPolicy:
     def __init__(self, supersede: bool = True, margin: float = 0.2, cloud_margin: float = 0.4,
                  guard_ms: float = 5.0, eft_slack: float = 1.0, plan: bool = True, risky_margin: float = 0.05,
                  window: int = 32, objective: str = "balanced", energy: EnergyTable | None = None,
-                 heat_horizon_ms: float = 60_000.0, **plan_options: float) -> None:
+                 heat_horizon_ms: float = 60_000.0, **plan_options: Any) -> None:
         for label, value in (("margin", margin), ("cloud_margin", cloud_margin), ("guard_ms", guard_ms),
                              ("eft_slack", eft_slack), ("risky_margin", risky_margin)):
             if not value >= 0:

@@ -151,6 +151,7 @@ def run_simulation(config: SimConfig, progress: Callable[[float], None] | None =
             duration = DEFAULT_DURATION_S if config.duration_s is None else config.duration_s
             wl = build_scenario(config.scenario, duration, config.load, config.burst, config.seed)
         else:
+            assert config.trace is not None   # SimConfig: exactly one of scenario or trace
             wl = apply_scaling(read_trace(config.trace, config.seed), config.load, config.duration_s,
                                config.burst, config.seed)
         sim = Simulation(wl, profile, policy, seed=config.seed, noise=config.noise,
