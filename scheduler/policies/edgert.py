@@ -206,38 +206,26 @@ class EdgertPolicy:
 
     def _place(self, ordered: Sequence[RequestView], procs: Processors, estimator: LatencyModel,
                now_ms: float) -> list[Assignment]:
-        """Place each request (most urgent first) where it is served best, counting the processor time that
-        more urgent ones claimed in this decision: its fate under the plan, the processors that run it and
-        when each would finish it, the choice (offload, free now, late dispatch, swap, cloud, give up), the
-        claim. One loop on purpose: a function call per request would cost 5 % of a decision."""
+        """Place each request (most urgent first), counting what more urgent ones claimed: its fate, its finish
+        per processor, the choice, the claim. One call per request (:func:`_earliest`): each costs ~5 %."""
         names, ready, is_cloud, free, slots, _, _, _ = procs
-        plan, use_plan = self.plan, self.use_plan
-        known_fates, whole = plan.fates, plan.whole
-        reserved = plan.reserved if use_plan else None
-        overloaded = use_plan and plan.overloaded
-        long_ms = 0.5 * plan.tight_ms if overloaded else _INF   # a longer local run holds a tight stream's processor
-        k_local, cloud_margin, risky_margin = 1.0 + self.margin, self.cloud_margin, self.risky_margin
-        lookup = estimator.ema_table().get if type(estimator) is LatencyEstimator else None
-        green = None if self.green is None or overloaded else self.green
+        plan, use_plan, known_fates, whole, reserved, overloaded, long_ms, lookup, green = self._setting(estimator)
+        k_local, cloud_margin, risky_margin, guard_ms = (1.0 + self.margin, self.cloud_margin, self.risky_margin,
+                                                         self.guard_ms)
         base, out, last_start = ready[:], [], [0.0] * len(names)   # the decision's state: see Work
         placed: dict[str, tuple[int, int, float, RequestView]] | None = {} if self.supersede else None
         last: list[RequestView | None] = [None] * len(names)
         rows: dict[str, list[tuple[int, float]]] = {}
         for req in ordered:
             rid, model, _, deadline, stream, _, downstream_ms, allowed = req   # faster than 7 attribute reads
-            fate: int | None = LOCAL
-            if use_plan:                                  # the plan's fate, fixed when the request is first seen
-                fate = known_fates.get(rid)
-                if fate is None:
-                    fate = plan.fate(req)
-                if fate == SHED:
-                    out.append(Assignment.drop(rid, _shed(model, plan.utilization)))
-                    continue
-                if fate == LOCAL and model in whole:
-                    fate = CLOUD     # seen before the plan sent its whole model to the cloud: it goes too
-            row = rows.get(model)                         # [(processor index, expected ms)]
-            if row is None:
-                row = rows[model] = _row(lookup, estimator, model, names)
+            if (fate := known_fates.get(rid, -1) if use_plan else LOCAL) < 0:   # the plan's fate: fixed when
+                fate = plan.fate(req)                                          # the request is first seen
+            if fate == SHED:
+                out.append(Assignment.drop(rid, _shed(model, plan.utilization)))
+                continue
+            if fate == LOCAL and use_plan and model in whole:
+                fate = CLOUD     # seen before the plan sent its whole model to the cloud: it goes too
+            row = rows.get(model) or rows.setdefault(model, _row(lookup, estimator, model, names))   # [(i, ms)]
             if allowed is not None:
                 row = [(i, ms) for i, ms in row if names[i] in allowed]
             if not row:
@@ -246,19 +234,8 @@ class EdgertPolicy:
             if deadline == _INF and min(ready) > now_ms:
                 continue  # best-effort work (it sorts last) and nothing can start now: it waits
             target = deadline - downstream_ms
-            # earliest local finish; earliest among local processors free now that make it; earliest cloud
-            local, local_f, idle, idle_f, cloud, cloud_f, cloud_ms = -1, _INF, -1, _INF, -1, _INF, 0.0
-            for i, ms in row:
-                start = ready[i]
-                f = start + ms
-                if is_cloud[i]:
-                    if f < cloud_f:
-                        cloud, cloud_f, cloud_ms = i, f, ms
-                    continue
-                if f < local_f:
-                    local, local_f = i, f
-                if start <= now_ms and f < idle_f and start + k_local * ms <= target:
-                    idle, idle_f = i, f
+            local, local_f, idle, idle_f, cloud, cloud_f, cloud_ms = _earliest(row, ready, is_cloud, now_ms,
+                                                                               k_local, target)
             local_ms = local_f - ready[local]             # the earliest local finish's run time
             if fate == CLOUD and cloud >= 0 and ready[cloud] <= now_ms and cloud_f + risky_margin * cloud_ms <= target \
                     or overloaded and long_ms < local_ms and local >= 0 and cloud >= 0 and ready[cloud] <= now_ms \
@@ -267,34 +244,53 @@ class EdgertPolicy:
             elif idle >= 0 and (local == idle or ready[local] + k_local * local_ms > target
                                 or local_f + self.eft_slack * local_ms >= idle_f):
                 pick, finish = idle, idle_f               # free now and in time (no much faster wait)
-                if reserved and (held := reserved.get(names[idle])) is not None and held[0] != model \
-                        and target - now_ms > 2.0 * held[1]:
-                    pick, finish = leave_to_tighter_stream(model, row, idle, idle_f, target, reserved, procs, k_local)
-                if green is not None:                     # a cheaper placement that is in time too
-                    pick, finish = green.choose(model, row, pick, finish, procs, target, now_ms)
+                if green is not None or reserved and names[idle] in reserved:
+                    pick, finish = _idle_choice(model, row, idle, idle_f, target, reserved, procs, k_local, now_ms, green)
             elif local >= 0 and (fm := ready[local] + k_local * local_ms) <= target:
-                pick, finish = local, local_f             # in time after a wait: claim ...
-                if cloud >= 0 and target - self.guard_ms < cloud_f + cloud_margin * cloud_ms <= target and (
-                        ready[local] - now_ms >= target - fm or local_ms > long_ms):
-                    pick, finish = cloud, cloud_f         # ... unless the cloud's last safe moment is now and
-                                                          # the claim is fragile (its wait >= its slack) or long
-                elif green is not None:
-                    pick, finish = green.choose(model, row, pick, finish, procs, target, now_ms)
+                pick, finish = local, local_f             # in time after a wait: claim (or the cloud, or cheaper)
+                if green is not None or cloud >= 0 and target - guard_ms < cloud_f + cloud_margin * cloud_ms <= target:
+                    pick, finish = self._wait_choice(model, row, (local, local_f, fm, cloud, cloud_f, cloud_ms),
+                                                     long_ms, procs, target, now_ms, green)
             elif (choice := _late_choice(req, row, target, (local, local_f, cloud, cloud_f), procs, k_local, now_ms,
                                          _new(Work, (base, out, placed, last, last_start, rows)))) is not None:
                 pick, finish = choice                     # no local processor makes it in time, even after a wait
             else:
                 continue                                  # swapped, superseded, dropped or left pending
-            start = ready[pick]                           # the claim
+            start = ready[pick]                           # the claim (dispatched now when it starts now)
             last[pick], last_start[pick] = req, start
             ready[pick] = finish if slots[pick] == 1 else _slot_ready(pick, start, finish, ready, free, slots)
+            if placed is not None:
+                placed[stream or model] = (len(out) if start <= now_ms else -1, pick, finish, req)
             if start <= now_ms:
-                if placed is not None:
-                    placed[stream or model] = (len(out), pick, finish, req)
                 out.append(Assignment(rid, names[pick]))
-            elif placed is not None:
-                placed[stream or model] = (-1, pick, finish, req)
         return out
+
+    def _wait_choice(self, model: str, row: list[tuple[int, float]], finishes: tuple[int, float, float, int, float,
+                     float], long_ms: float, procs: Processors, target: float, now_ms: float,
+                     green: Any) -> tuple[int, float]:
+        """A request that makes ``target`` on ``local`` only after a wait: the cloud when its last safe
+        moment is now and the claim is fragile (its wait >= its slack) or long; else, with an energy
+        objective, a cheaper placement in time; else ``local``."""
+        local, local_f, fm, cloud, cloud_f, cloud_ms = finishes
+        ready = procs[1]
+        if cloud >= 0 and target - self.guard_ms < cloud_f + self.cloud_margin * cloud_ms <= target and (
+                ready[local] - now_ms >= target - fm or local_f - ready[local] > long_ms):
+            return cloud, cloud_f
+        if green is not None:
+            return green.choose(model, row, local, local_f, procs, target, now_ms)
+        return local, local_f
+
+    def _setting(self, estimator: LatencyModel) -> tuple[Any, ...]:
+        """What one decision reads of the plan and the objective: (plan, use_plan, fates, whole-cloud models,
+        reserved processors, overloaded, the run length that holds a tight stream's processor (ms), the
+        estimator's table lookup, the energy objective or None)."""
+        plan, use_plan = self.plan, self.use_plan
+        overloaded = use_plan and plan.overloaded
+        long_ms = 0.5 * plan.tight_ms if overloaded else _INF   # a longer local run holds a tight stream's processor
+        lookup = estimator.ema_table().get if type(estimator) is LatencyEstimator else None
+        green = None if self.green is None or overloaded else self.green
+        return (plan, use_plan, plan.fates, plan.whole, plan.reserved if use_plan else None, overloaded, long_ms,
+                lookup, green)
 
 
 def _processor_table(processors: Sequence[ProcessorView], now_ms: float) -> Processors:
@@ -338,6 +334,39 @@ def _row(lookup: Callable[[tuple[str, str]], float | None] | None, estimator: La
         return [(i, ms) for i, name in enumerate(names) if (ms := lookup((model, name))) is not None]
     est = estimator.expected_ms
     return [(i, ms) for i in range(len(names)) if (ms := est(model, names[i])) is not None]
+
+
+def _earliest(row: list[tuple[int, float]], ready: list[float], is_cloud: Sequence[bool], now_ms: float,
+              k_local: float, target: float) -> tuple[int, float, int, float, int, float, float]:
+    """Over ``row``'s processors: the earliest local finish (index, ms), the earliest among local
+    processors free now that make ``target`` with the margin, and the earliest cloud finish with its
+    run time — ``(local, local_f, idle, idle_f, cloud, cloud_f, cloud_ms)``, -1 / inf where none."""
+    local, local_f, idle, idle_f, cloud, cloud_f, cloud_ms = -1, _INF, -1, _INF, -1, _INF, 0.0
+    for i, ms in row:
+        start = ready[i]
+        f = start + ms
+        if is_cloud[i]:
+            if f < cloud_f:
+                cloud, cloud_f, cloud_ms = i, f, ms
+            continue
+        if f < local_f:
+            local, local_f = i, f
+        if start <= now_ms and f < idle_f and start + k_local * ms <= target:
+            idle, idle_f = i, f
+    return local, local_f, idle, idle_f, cloud, cloud_f, cloud_ms
+
+
+def _idle_choice(model: str, row: list[tuple[int, float]], idle: int, idle_f: float, target: float,
+                 reserved: Any, procs: Processors, k_local: float, now_ms: float, green: Any) -> tuple[int, float]:
+    """A request in time on ``idle`` (free now): leave it to a tighter stream that reserved it when
+    this one has time to spare, then, with an energy objective, a cheaper placement in time."""
+    pick, finish = idle, idle_f
+    if reserved and (held := reserved.get(procs[0][idle])) is not None and held[0] != model \
+            and target - now_ms > 2.0 * held[1]:
+        pick, finish = leave_to_tighter_stream(model, row, idle, idle_f, target, reserved, procs, k_local)
+    if green is not None:                         # a cheaper placement that is in time too
+        pick, finish = green.choose(model, row, pick, finish, procs, target, now_ms)
+    return pick, finish
 
 
 def _slot_ready(pick: int, start: float, finish: float, ready: list[float], free: list[int],
