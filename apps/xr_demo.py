@@ -14,8 +14,9 @@ segmentation   15     selfie_segmentation
 =============  =====  ==========================================================================
 
 Every request of a frame shares the frame's deadline (the stream's period). While the previous
-frame's landmarks give the region, the detector is skipped (tracking). The camera is synthetic
-unless ``--frames DIR`` (images) or ``--video FILE`` is given; ``--show OUT.mp4`` writes the frames
+frame's landmarks give the region, the detector is skipped (tracking). The camera is a sample scene
+with a face, a person and a hand, panning slowly (``apps.xr.assets.sample_frames``), unless
+``--frames DIR`` (images), ``--video FILE`` or ``--synthetic`` is given; ``--show OUT.mp4`` writes the frames
 with the results drawn over them and ``--snapshot OUT.png`` a mosaic of the source's first frames
 processed in static-image mode.
 """
@@ -143,13 +144,18 @@ class XRSession:
 
 
 def frame_source(args: argparse.Namespace) -> tuple[Iterator[np.ndarray], str]:
-    """The camera: ``--video FILE``, ``--frames DIR`` or the synthetic scene, and its description."""
+    """The camera: ``--video FILE``, ``--frames DIR``, ``--synthetic``, or by default the sample scene
+    (a face, a person and a hand, panning slowly: :func:`apps.xr.assets.sample_frames`)."""
     video = args.video
     if video:
         return video_frames(video), str(video)
     if args.frames:
         return directory_frames(args.frames), str(args.frames)
-    return synthetic_frames(), "synthetic camera"
+    if getattr(args, "synthetic", False):
+        return synthetic_frames(), "synthetic camera"
+    from apps.xr import assets  # noqa: PLC0415
+
+    return assets.sample_frames(), "sample scene (astronaut + a hand, panning)"
 
 
 def write_snapshot(rt: edgert.Runtime, args: argparse.Namespace, path: str, count: int = 6) -> None:

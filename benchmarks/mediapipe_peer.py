@@ -40,16 +40,6 @@ EDGERT_CONFIG = {"face": {**_OFF, "max_faces": 1}, "hands": {**_OFF, "max_hands"
                  "pose": {**_OFF, "pose": True}, "segmentation": {**_OFF, "segmentation": True}}
 
 
-def test_frame() -> np.ndarray:
-    """512×512 uint8 RGB: the astronaut with the pointing hand pasted lower right."""
-    import cv2
-
-    img = assets.read_rgb(assets.fetch_photos(["astronaut.png"])["astronaut.png"]).copy()
-    hand = cv2.resize(assets.hand_photo()[40:400, 330:640], (200, 232))
-    img[512 - 232:, 512 - 200:] = hand
-    return img
-
-
 def mediapipe_stream(name: str) -> Callable[[np.ndarray], object]:
     """A MediaPipe solution in video mode for one stream."""
     import mediapipe as mpipe
@@ -150,7 +140,7 @@ def main() -> int:
                     help="edgert's CPU workers (default: the runtime's, one per core)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "mediapipe_peer.md"))
     args = ap.parse_args()
-    frame = test_frame()
+    frame = assets.sample_scene()
     host = host_line()
     rows = []
     for hog in (False, True):

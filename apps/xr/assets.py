@@ -7,6 +7,8 @@ SHA-256, cache it under ``<edgert cache>/photos``. They are never committed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import subprocess
 import sys
 import tempfile
@@ -108,14 +110,15 @@ def hand_photo(directory: Path | None = None) -> np.ndarray:
 
 
 def moving_crop(image: np.ndarray, frames: int, out_hw: tuple[int, int] = (360, 480),
-                shift_px: float = 60.0, zoom: float = 0.15) -> list[np.ndarray]:
-    """A synthetic video of ``frames`` frames: a window over ``image`` that pans (±``shift_px``
-    pixels, sinusoidally) and zooms (±``zoom`` of its size), resized to ``out_hw`` (uint8 RGB)."""
+                shift_px: float = 60.0, zoom: float = 0.15, cover: float = 0.8) -> list[np.ndarray]:
+    """A synthetic video of ``frames`` frames: a window over ``image`` (``cover`` of it at rest) that
+    pans (±``shift_px`` pixels, sinusoidally) and zooms (±``zoom`` of its size), resized to
+    ``out_hw`` (uint8 RGB)."""
     import cv2  # noqa: PLC0415
 
     h, w = image.shape[:2]
     oh, ow = out_hw
-    base = min(h / oh, w / ow) * 0.8
+    base = min(h / oh, w / ow) * cover
     out = []
     for k in range(frames):
         t = 2 * np.pi * k / max(frames, 1)
@@ -126,3 +129,23 @@ def moving_crop(image: np.ndarray, frames: int, out_hw: tuple[int, int] = (360, 
         out.append(cv2.warpAffine(image, m, (ow, oh), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
                                   borderMode=cv2.BORDER_REPLICATE))
     return out
+
+
+def sample_scene(directory: Path | None = None) -> np.ndarray:
+    """512×512 uint8 RGB with a face, a person and a hand: scikit-image's ``astronaut`` (public domain)
+    with the pointing hand of ``zidane.jpg`` (ultralytics wheel; fetched, never committed) pasted in
+    its lower right corner. The peer benchmark's frame and the demo's default camera."""
+    import cv2  # noqa: PLC0415
+
+    img = read_rgb(fetch_photos(["astronaut.png"], directory)["astronaut.png"]).copy()
+    hand = cv2.resize(hand_photo(directory)[40:400, 330:640], (200, 232))
+    img[512 - 232:, 512 - 200:] = hand
+    return img
+
+
+def sample_frames(directory: Path | None = None, period: int = 150) -> Iterator[np.ndarray]:
+    """An endless camera over :func:`sample_scene`: a slow pan and zoom (``period`` frames a cycle), so
+    tracking follows what the detectors found and the work per frame follows the scene."""
+    clip = moving_crop(sample_scene(directory), period, out_hw=(480, 480), shift_px=12.0, zoom=0.04, cover=0.97)
+    while True:
+        yield from clip

@@ -28,8 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seconds", type=_args.seconds, default=10.0, help="how long to run (default 10 s)")
     p.add_argument("--offload", default="off", help="off | auto | mqtt://host:port (default off)")
     p.add_argument("--scheduler", default=None, help="policy name (default: edgert's own)")
-    p.add_argument("--frames", default=None, help="a directory of image frames instead of the synthetic camera")
-    p.add_argument("--video", default=None, help="a video file (OpenCV) instead of the synthetic camera")
+    p.add_argument("--frames", default=None, help="a directory of image frames instead of the sample scene")
+    p.add_argument("--video", default=None, help="a video file (OpenCV) instead of the sample scene")
+    p.add_argument("--synthetic", action="store_true",
+                   help="a synthetic camera (moving blobs: nothing to detect) instead of the sample scene")
     p.add_argument("--show", default=None, metavar="OUT.mp4",
                    help="write the frames with landmarks, boxes and the mask drawn over them")
     p.add_argument("--snapshot", default=None, metavar="OUT.png",

@@ -18,7 +18,7 @@ def test_xr_demo_runs_and_reports(tmp_path, mediapipe_dir):
     tl = tmp_path / "tl.json"
     trace = tmp_path / "trace.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-m", "edgert.cli", "run", "xr-demo", "--seconds", "3", "--quiet",
+        [sys.executable, "-m", "edgert.cli", "run", "xr-demo", "--seconds", "3", "--quiet", "--synthetic",
          "--models-dir", str(mediapipe_dir), "--json", str(out), "--timeline", str(tl), "--trace", str(trace)],
         capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
@@ -37,6 +37,24 @@ def test_xr_demo_runs_and_reports(tmp_path, mediapipe_dir):
     assert summary["per_stream"]["hands"]["detector_runs"] == summary["per_stream"]["hands"]["frames"]
     assert "traceEvents" in json.loads(tl.read_text())
     assert "frames whose whole cascade met its deadline" in proc.stdout
+
+
+@pytest.mark.slow
+def test_xr_demo_default_camera_finds_and_tracks_every_stream(tmp_path, mediapipe_dir):
+    """The default sample scene holds a face, a person and a hand: every landmark stage runs, and
+    tracking holds the face and the pose (their detectors run on a few frames only)."""
+    out = tmp_path / "summary.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "edgert.cli", "run", "xr-demo", "--seconds", "3", "--quiet",
+         "--models-dir", str(mediapipe_dir), "--json", str(out)], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(out.read_text())
+    models, streams = summary["per_model"], summary["per_stream"]
+    for landmark in ("hand_landmark_full", "face_landmark", "iris_landmark", "pose_landmark_full"):
+        assert models[landmark]["requests"] >= 20, (landmark, models[landmark])
+    for name in ("face", "pose"):
+        assert streams[name]["detector_runs"] <= 5 < streams[name]["frames"], (name, streams[name])
+    assert "sample scene" in proc.stdout
 
 
 def test_unknown_app_says_did_you_mean():
