@@ -140,7 +140,20 @@ def _fields(obj: dict[str, Any], where: str, lineno: int) -> tuple[Any, ...]:
     after = obj.get("after")
     if after is not None:
         after = _ident(after, "after must be the id of another line", where)
+    else:
+        t, slo = _submitted(obj, t, slo, where)
     return t, model, slo, prob, key, stream, frame, after
+
+
+def _submitted(obj: dict[str, Any], t: float, slo: float, where: str) -> tuple[float, float]:
+    """A live run's first stage arrives when the app submitted it (``arrival_ms``, after its own work on
+    the frame), not at the frame's time; its absolute deadline stays ``t_ms + slo_ms``. Lines without
+    ``arrival_ms`` (scenario traces) are unchanged. A cascade stage keeps ``t_ms``: it is ready when
+    the request it waits for completes, in the replay as live."""
+    arrival = _num(obj, "arrival_ms", where)
+    if arrival is None or not t < arrival <= MAX_MS:
+        return t, slo
+    return arrival, max(slo - (arrival - t), 1e-9)   # submitted after its deadline: hopeless, as live
 
 
 def _ident(v: Any, what: str, where: str) -> str:
