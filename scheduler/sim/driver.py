@@ -253,15 +253,16 @@ class Simulation:
         ``rid`` from ``now`` plus its hand-off delay, for its drawn run time (``lat`` = ``p.lat[model code]``,
         :mod:`~scheduler.sim.latency`), and schedules the completion (ties at one end time complete in
         start order)."""
-        hand, start, proc, heap = self._hand, self._start, self._proc, self._heap
-        if self.heat is not None:   # the same step, its run time stretched by the throttle at its dispatch
-            return self.heat.start_step(hand, start, proc, heap, self._mcode)
+        hand, start, proc, heap, mcode = self._hand, self._start, self._proc, self._heap, self._mcode
+        heated = self.heat.run_ms if self.heat is not None else None   # throttle + energy, when modelled
         push, seq = heappush, 0
 
         def start_run(p: SimProcessor, rid: int, lat: tuple[float, float, list[float]], now: float) -> None:
             nonlocal seq
             mean, extra, fac = lat
             ms = mean * fac[rid] + extra
+            if heated is not None:
+                ms = heated(p.index, mcode[rid], ms, now)
             s = now + hand[rid]
             start[rid] = s
             proc[rid] = p

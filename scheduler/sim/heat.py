@@ -24,8 +24,7 @@ Energy is computed after the run from the outcome's columns
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from heapq import heappush
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -34,7 +33,6 @@ from scheduler.power import SEVERITIES
 from scheduler.profile import DeviceProfile
 from scheduler.sim.energy import EnergyModel, EnergyReport
 from scheduler.sim.metrics import Outcome
-from scheduler.sim.processor import SimProcessor
 from scheduler.sim.thermal import ThermalModel
 from scheduler.sim.xrbench import E_MAX_MJ, profile_e_max_mj, xrbench_score
 
@@ -89,27 +87,15 @@ class Heat:
                 self.speed = [1.0 if c else t.speed(n) for n, c in zip(self._names, self._cloud)]
         self.next_sync = now_ms + SYNC_MS
 
-    def start_step(self, hand: list[float], start: list[float], proc: list[SimProcessor | None],
-                   heap: list[tuple[float, int, int]], mcode: list[int]) -> Callable[..., None]:
-        """The driver's start step (``Simulation._start_step``) with heat: the same bookkeeping, the run
-        time divided by the processor's speed, the run's energy counted from its start."""
-        push, seq, cost = heappush, 0, self.cost
-
-        def start_run(p: SimProcessor, rid: int, lat: tuple[float, float, list[float]], now: float) -> None:
-            nonlocal seq
-            mean, extra, fac = lat
-            if now >= self.next_sync:
-                self.sync(now)
-            ms = (mean * fac[rid] + extra) / self.speed[p.index]
-            fixed, w = cost[p.index][mcode[rid]]
-            self.mj += fixed + w * ms
-            s = now + hand[rid]
-            start[rid] = s
-            proc[rid] = p
-            p.running.append(rid)
-            seq += 1
-            push(heap, (s + ms, seq, rid))
-        return start_run
+    def run_ms(self, proc_index: int, model_code: int, ms: float, now_ms: float) -> float:
+        """A run starting at ``now_ms`` on processor ``proc_index``: its time (ms) divided by the
+        processor's current speed, and its energy counted (the driver's start step calls this)."""
+        if now_ms >= self.next_sync:
+            self.sync(now_ms)
+        ms = ms / self.speed[proc_index]
+        fixed, w = self.cost[proc_index][model_code]
+        self.mj += fixed + w * ms
+        return ms
 
     def close(self, end_ms: float) -> None:
         """Integrate to the end of the run (ms); an earlier time changes nothing."""
