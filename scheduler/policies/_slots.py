@@ -8,11 +8,13 @@ consistent, so the policy's main loop stays one pass. Times are ms.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
-from scheduler.types import Assignment, RequestView
+from scheduler.types import Assignment, LatencyModel, ProcessorView, RequestView
 
 _INF = float("inf")
+_new = tuple.__new__   # a NamedTuple from a ready tuple, without the keyword-handling constructor
 
 
 class Processors(NamedTuple):
@@ -139,3 +141,89 @@ def leave_to_tighter_stream(model: str, row: list[tuple[int, float]], idle: int,
         if st + k_local * ms <= target and (pick == idle or st + ms < finish):
             pick, finish = i, st + ms
     return pick, finish
+
+
+# -- the processor table and a request's finishes, read by EdgertPolicy._place ------------------------
+def _processor_table(processors: Sequence[ProcessorView], now_ms: float) -> Processors:
+    """The available processors' table; a processor is ready when it could start one more request."""
+    names: list[str] = []
+    ready: list[float] = []
+    is_cloud: list[bool] = []
+    free: list[int] = []
+    slots: list[int] = []
+    local: list[str] = []
+    cloud_name: str | None = None
+    cloud_slots = 0
+    for name, kind, b, queued_ms, _, available, n_slots, free_slots in processors:   # faster than attributes
+        if available:
+            names.append(name)
+            c = kind == "cloud"
+            is_cloud.append(c)
+            if c:
+                cloud_name, cloud_slots = name, n_slots
+            else:
+                local.append(name)
+            if n_slots > 1:
+                free.append(free_slots)
+                slots.append(n_slots)
+                ready.append(now_ms if free_slots > 0 else (b if b > now_ms else now_ms) + queued_ms / n_slots)
+            else:
+                free.append(0)
+                slots.append(1)
+                ready.append((b if b > now_ms else now_ms) + queued_ms)
+    return _new(Processors, (names, ready, is_cloud, free, slots, local, cloud_name, cloud_slots))
+
+
+def _row(lookup: Callable[[tuple[str, str]], float | None] | None, estimator: LatencyModel, model: str,
+         names: list[str]) -> list[tuple[int, float]]:
+    """``[(processor index, expected ms)]`` over the processors that run ``model``.
+
+    ``lookup``: a :class:`LatencyEstimator`'s table's ``get``, what its ``expected_ms`` reads (a decision
+    builds a row per model with a lookup per processor: the method calls cost a twentieth of a decision).
+    """
+    if lookup is not None:
+        return [(i, ms) for i, name in enumerate(names) if (ms := lookup((model, name))) is not None]
+    est = estimator.expected_ms
+    return [(i, ms) for i in range(len(names)) if (ms := est(model, names[i])) is not None]
+
+
+def _earliest(row: list[tuple[int, float]], ready: list[float], is_cloud: Sequence[bool], now_ms: float,
+              k_local: float, target: float) -> tuple[int, float, int, float, int, float, float]:
+    """Over ``row``'s processors: the earliest local finish (index, ms), the earliest among local
+    processors free now that make ``target`` with the margin, and the earliest cloud finish with its
+    run time — ``(local, local_f, idle, idle_f, cloud, cloud_f, cloud_ms)``, -1 / inf where none."""
+    local, local_f, idle, idle_f, cloud, cloud_f, cloud_ms = -1, _INF, -1, _INF, -1, _INF, 0.0
+    for i, ms in row:
+        start = ready[i]
+        f = start + ms
+        if is_cloud[i]:
+            if f < cloud_f:
+                cloud, cloud_f, cloud_ms = i, f, ms
+            continue
+        if f < local_f:
+            local, local_f = i, f
+        if start <= now_ms and f < idle_f and start + k_local * ms <= target:
+            idle, idle_f = i, f
+    return local, local_f, idle, idle_f, cloud, cloud_f, cloud_ms
+
+
+def _idle_choice(model: str, row: list[tuple[int, float]], idle: int, idle_f: float, target: float,
+                 reserved: Any, procs: Processors, k_local: float, now_ms: float, green: Any) -> tuple[int, float]:
+    """A request in time on ``idle`` (free now): leave it to a tighter stream that reserved it when
+    this one has time to spare, then, with an energy objective, a cheaper placement in time."""
+    pick, finish = idle, idle_f
+    if reserved and (held := reserved.get(procs[0][idle])) is not None and held[0] != model \
+            and target - now_ms > 2.0 * held[1]:
+        pick, finish = leave_to_tighter_stream(model, row, idle, idle_f, target, reserved, procs, k_local)
+    if green is not None:                         # a cheaper placement that is in time too
+        pick, finish = green.choose(model, row, pick, finish, procs, target, now_ms)
+    return pick, finish
+
+
+def _slot_ready(pick: int, start: float, finish: float, ready: list[float], free: list[int],
+                slots: list[int]) -> float:
+    """A multi-slot processor's ready time once it is given a request from ``start`` to ``finish``."""
+    if free[pick] > 0:                # a free slot: the processor is ready again while one stays free
+        free[pick] -= 1
+        return finish if free[pick] == 0 else ready[pick]
+    return start + (finish - start) / slots[pick]
