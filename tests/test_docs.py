@@ -1,4 +1,4 @@
-"""The repo carries what it cites: docs/design.md exists with every section cited, and nothing reads ../shared."""
+"""The repo carries what it cites: docs/design.md exists with every section cited, and nothing reads the shared folder beside the checkout."""
 
 from __future__ import annotations
 
@@ -46,4 +46,4 @@ def test_nothing_reads_the_shared_folder_outside_the_repo() -> None:
         if p == Path(__file__) or p.name == "_build_profiles.py":   # a build script naming its input
             continue
         text = p.read_text(errors="replace")
-        assert not re.search(r"\.\./shared|\"shared\"\s*/\s*\"data\"", text), f"{p.relative_to(ROOT)} reads ../shared"
+        assert not re.search(r"\.\./shared|\"shared\"\s*/\s*\"data\"", text), f"{p.relative_to(ROOT)} reads the shared folder outside the repo"
