@@ -212,14 +212,20 @@ class EdgertPolicy:
             ordered = heapq.nsmallest(self.window, pending, key=_urgency)
         else:
             ordered = sorted(pending, key=_urgency) if len(pending) > 1 else pending
-        return self._place(ordered, procs, view.estimator, now_ms)
+        estimator, plan, use_plan = view.estimator, self.plan, self.use_plan
+        overloaded = use_plan and plan.overloaded
+        setting = (plan, use_plan, plan.fates, plan.whole, plan.reserved if use_plan else None, overloaded,
+                   0.5 * plan.tight_ms if overloaded else _INF,   # a longer local run holds a tight stream's processor
+                   estimator.ema_table().get if type(estimator) is LatencyEstimator else None,
+                   None if self.green is None or overloaded else self.green)   # the energy objective, if any
+        return self._place(ordered, procs, estimator, now_ms, setting)
 
     def _place(self, ordered: Sequence[RequestView], procs: Processors, estimator: LatencyModel,
-               now_ms: float) -> list[Assignment]:
+               now_ms: float, setting: tuple[Any, ...]) -> list[Assignment]:
         """Place each request (most urgent first), counting what more urgent ones claimed: its fate, its finish
         per processor, the choice, the claim. One call per request (:func:`_earliest`): each costs ~5 %."""
         names, ready, is_cloud, free, slots, _, _, _ = procs
-        plan, use_plan, known_fates, whole, reserved, overloaded, long_ms, lookup, green = self._setting(estimator)
+        plan, use_plan, known_fates, whole, reserved, overloaded, long_ms, lookup, green = setting   # see decide
         k_local, cloud_margin, risky_margin, guard_ms = (1.0 + self.margin, self.cloud_margin, self.risky_margin,
                                                          self.guard_ms)
         base, out, last_start = ready[:], [], [0.0] * len(names)   # the decision's state: see Work
@@ -289,18 +295,6 @@ class EdgertPolicy:
         if green is not None:
             return green.choose(model, row, local, local_f, procs, target, now_ms)
         return local, local_f
-
-    def _setting(self, estimator: LatencyModel) -> tuple[Any, ...]:
-        """What one decision reads of the plan and the objective: (plan, use_plan, fates, whole-cloud models,
-        reserved processors, overloaded, the run length that holds a tight stream's processor (ms), the
-        estimator's table lookup, the energy objective or None)."""
-        plan, use_plan = self.plan, self.use_plan
-        overloaded = use_plan and plan.overloaded
-        long_ms = 0.5 * plan.tight_ms if overloaded else _INF   # a longer local run holds a tight stream's processor
-        lookup = estimator.ema_table().get if type(estimator) is LatencyEstimator else None
-        green = None if self.green is None or overloaded else self.green
-        return (plan, use_plan, plan.fates, plan.whole, plan.reserved if use_plan else None, overloaded, long_ms,
-                lookup, green)
 
 
 def _late_choice(req: RequestView, row: list[tuple[int, float]], target: float,
