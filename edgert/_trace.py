@@ -122,6 +122,8 @@ class Outcome:
     wait_ms: float
     latency_ms: float
     reason: str = ""
+    key: str = ""      #: the trace line's ``id``
+    after: str = ""    #: the ``id`` of the request it waited for ("" for a first stage)
 
     @property
     def start_ms(self) -> float:
@@ -162,7 +164,8 @@ def _iter_outcomes(p: Path) -> Iterator[Outcome]:
                     arrival = o["arrival_ms"] if "arrival_ms" in o else o.get("t_ms", 0.0)
                     yield Outcome(str(o["model"]), str(o["status"]), str(o.get("processor", "")),
                                   float(arrival), float(o.get("wait_ms", 0.0)),
-                                  float(o["latency_ms"]), str(o.get("reason", "")))
+                                  float(o["latency_ms"]), str(o.get("reason", "")), str(o.get("id", "")),
+                                  str(o.get("after") or ""))
     except json.JSONDecodeError as exc:
         raise TraceError(f"{p}:{n}: not valid JSON ({exc.msg})") from None
     except UnicodeDecodeError:
@@ -225,6 +228,18 @@ def handoff_samples(outcomes: list[Outcome]) -> tuple[float, ...]:
             out.append(round(o.wait_ms, 4))
         last[o.processor] = o.end_ms
     return tuple(out)
+
+
+def stage_gaps(outcomes: list[Outcome]) -> dict[str, float]:
+    """By trace id: how long after the request it waited for ended a cascade stage was submitted (ms) —
+    the app's own work between the two (a callback, a crop); the simulator makes the stage ready that
+    long after its upstream request ends (``SimConfig.stage_gap_ms``)."""
+    ends = {o.key: o.end_ms for o in outcomes if o.key}
+    out: dict[str, float] = {}
+    for o in outcomes:
+        if o.after and o.after in ends and (gap := o.arrival_ms - ends[o.after]) > 0:
+            out[o.key] = round(gap, 4)
+    return out
 
 
 def live_figures(outcomes: list[Outcome]) -> dict[str, tuple[int, float, float | None]]:

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from edgert._trace import handoff_samples, live_figures, read_outcomes  # noqa: PLC0415
+    from edgert._trace import handoff_samples, live_figures, read_outcomes, stage_gaps  # noqa: PLC0415
     from scheduler.sim import Burst, SimConfig, run_simulation  # noqa: PLC0415
 
     _check_size(args)
@@ -85,7 +85,7 @@ def _run(args: argparse.Namespace) -> int:
     cfg = SimConfig(scenario=args.scenario, trace=args.trace, profile=args.device, scheduler=args.scheduler,
                     load=args.load, duration_s=args.duration, seed=args.seed, objective=args.objective,
                     burst=Burst.parse(args.burst) if args.burst else None,
-                    dispatch_ms=handoff_samples(live) or 0.0)
+                    dispatch_ms=handoff_samples(live) or 0.0, stage_gap_ms=stage_gaps(live) or None)
     res = _run_with_progress(cfg, run_simulation)
     summary = res.summary()
     _print_summary(summary, cfg)
@@ -210,6 +210,10 @@ def _energy_line(s: dict[str, Any]) -> str:
     return line
 
 
+#: Fewest requests of a model whose live and replayed p50 the comparison sets side by side.
+MIN_P50_N = 20
+
+
 def _print_comparison(s: dict[str, Any], live: dict[str, tuple[int, float, float | None]]) -> None:
     """Live (the trace's recorded outcomes) vs this replay, per model: deadline-met and p50."""
     from edgert.cli._table import Column, render  # noqa: PLC0415
@@ -223,9 +227,11 @@ def _print_comparison(s: dict[str, Any], live: dict[str, tuple[int, float, float
             continue
         dpt = 100 * (m["slo_met_rate"] - met)
         dp = (m["p50_ms"] - p50) / p50 if p50 and m["p50_ms"] is not None else None
+        shown = "-" if dp is None else f"n<{MIN_P50_N}" if n < MIN_P50_N else f"{100 * dp:+.1f}%"
         rows.append((name, str(n), f"{100 * met:.1f}%", _fmt(m["slo_met_rate"], True),
-                     f"{dpt:+.1f}", _fmt(p50), _fmt(m["p50_ms"]), "-" if dp is None else f"{100 * dp:+.1f}%"))
+                     f"{dpt:+.1f}", _fmt(p50), _fmt(m["p50_ms"]), shown))
     print()
     print(render(cols, rows, title="live run (recorded in the trace) vs this replay",
                  footer=["n: requests; met: deadline-met share; d pt: sim - live in points; p50: latency from "
-                         "submission to end (ms); d p50: sim vs live"]))
+                         f"submission to end (ms); d p50: sim vs live (not compared under {MIN_P50_N} requests: "
+                         "a median of a few runs is noise)"]))

@@ -50,6 +50,7 @@ import difflib
 import math
 from collections.abc import Callable, Sequence
 from heapq import heappop, heappush
+from typing import Any
 
 import numpy as np
 
@@ -105,9 +106,13 @@ class Simulation:
 
     def __init__(self, workload: Workload, profile: DeviceProfile, policy: Policy, *, seed: int = 0,
                  noise: float = 0.1, cloud_noise: float = 0.2, offload: bool = True, cloud_slots: int = 4,
-                 dispatch_ms: float | Sequence[float] = 0.0, thermal: bool = True) -> None:
+                 dispatch_ms: float | Sequence[float] = 0.0, thermal: bool = True,
+                 stage_gap_ms: Sequence[float] | None = None) -> None:
         #: by request id: its hand-off delay (ms)
         self._hand = hand_offs(dispatch_ms, len(workload), seed)
+        #: by request id: how long after its upstream request ends a cascade stage becomes ready (ms): the app's own
+        #: work before it submits the stage, measured live; None: at once
+        self._gap = None if stage_gap_ms is None or not any(g > 0 for g in stage_gap_ms) else list(stage_gap_ms)
         self.workload = workload
         self.profile = profile
         self.policy = policy
@@ -187,31 +192,32 @@ class Simulation:
         return (mcode, [models[c] for c in mcode], [streams[c] for c in wl.stream.tolist()], wl.frame.tolist(),
                 (wl.t_ms + wl.slo_ms).tolist(), self._downstream)
 
+    def _ema(self) -> tuple[dict[Any, float], float]:
+        """The estimator's table and weight, which the loop updates inline (a pair that runs is seeded)."""
+        return self.estimator.ema_table(), self.estimator.alpha
+
     def _event_loop(self, on_tick: Callable[[float], None] | None, tick_every: int) -> None:
         """Every event in ``(time, priority, seq)`` order: at each instant the completions (a run frees its processor,
         which starts its queue's head; its cascade stages become ready), root arrivals, one decision if any pending."""
         mcode, mname, sname, frame, deadline, down = self._request_columns()
-        ready, start, end, children = self._ready, self._start, self._end, self._children
+        ready, start, end, children, gap = self._ready, self._start, self._end, self._children, self._gap
         proc: list[SimProcessor] = self._proc   # type: ignore[assignment]  # a request that completes ran somewhere
-        pending, stale, heap = self._pending, self._stale, self._heap
-        ema, alpha = self.estimator.ema_table(), self.estimator.alpha   # update() inlined: a pair that runs is seeded
-        done_append, pop, inf, RV = self._done.append, heappop, math.inf, RequestView
+        pending, stale, heap, ema, alpha = self._pending, self._stale, self._heap, *self._ema()
+        done_append, pop, push, inf, RV = self._done.append, heappop, heappush, math.inf, RequestView
         decide_now = self._decision_step(start_run := self._start_step())
         group_t, group_ids = arrival_groups(self.workload)
         n_groups, gi, decisions, now = len(group_t), 0, 0, 0.0
         ta = group_t[0] if n_groups else inf   # time of the next root arrival group
         try:
             while True:
-                if heap:
-                    now = heap[0][0]
-                    if ta < now:
-                        now = ta
-                elif ta != inf:
-                    now = ta
-                else:
+                if (t := heap[0][0] if heap and heap[0][0] <= ta else ta) == inf:   # the next event's time
                     break
+                now = t
                 while heap and heap[0][0] == now:   # priority 0: completions at this instant, FIFO
-                    rid = pop(heap)[2]
+                    if (rid := pop(heap)[2]) < 0:   # a cascade stage, its app-side gap over: ready now
+                        ready[c := -rid - 1] = now
+                        pending[c] = _new(RV, (c, mname[c], now, deadline[c], sname[c], frame[c], down[c], None))
+                        continue
                     p = proc[rid]
                     p.running.remove(rid)
                     old = ema[k := p.keys[mcode[rid]]]
@@ -232,6 +238,9 @@ class Simulation:
                         stale.append(p)
                     if (kids := children[rid]) is not None:   # its firing cascade stages become ready now
                         for c in kids:
+                            if gap is not None and gap[c] > 0.0:   # (or after the app's own work: an event then)
+                                push(heap, (now + gap[c], -1, -c - 1))
+                                continue
                             ready[c] = now
                             pending[c] = _new(RV, (c, mname[c], now, deadline[c], sname[c], frame[c], down[c], None))
                 if ta == now:   # priority 1: root arrivals at this instant

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 from scheduler.errors import ConfigError
 from scheduler.profile import DeviceProfile
 from scheduler.registry import make_policy
+from scheduler.sim.columns import Workload
 from scheduler.sim.driver import Simulation
 from scheduler.sim.heat import energy_summary
 from scheduler.sim.metrics import Outcome, summarize
@@ -48,6 +49,8 @@ class SimConfig:
         cloud_slots: parallel requests the cloud serves.
         dispatch_ms: hand-off delay between placing a request on a free processor and its start (ms):
             one number, or samples of a measured hand-off that each request draws from (seeded).
+        stage_gap_ms: by trace id, how long after its upstream request ends a cascade stage becomes
+            ready (ms): the app's own work before it submitted the stage, measured live; None: at once.
         thermal: model the profile's heat and throttling (when it has a ``thermal`` section).
         objective: the policy's objective (``"deadlines"``, ``"balanced"``, ``"energy"``) for a policy
             that has one (edgert's); None = its default. The policy gets the profile's energy figures.
@@ -66,6 +69,7 @@ class SimConfig:
     offload: bool = True
     cloud_slots: int = 4
     dispatch_ms: float | tuple[float, ...] = 0.0
+    stage_gap_ms: Mapping[str, float] | None = None
     thermal: bool = True
     objective: str | None = None
 
@@ -156,7 +160,8 @@ def run_simulation(config: SimConfig, progress: Callable[[float], None] | None =
                                config.burst, config.seed)
         sim = Simulation(wl, profile, policy, seed=config.seed, noise=config.noise,
                          cloud_noise=config.cloud_noise, offload=config.offload, cloud_slots=config.cloud_slots,
-                         dispatch_ms=config.dispatch_ms, thermal=config.thermal)
+                         dispatch_ms=config.dispatch_ms, thermal=config.thermal,
+                         stage_gap_ms=_gaps(wl, config.stage_gap_ms))
         last_t = float(wl.t_ms[-1]) if len(wl) else 0.0
         tick = None
         if progress is not None:
@@ -181,3 +186,10 @@ def run_simulation(config: SimConfig, progress: Callable[[float], None] | None =
         outcome=sim.outcome(), span_ms=span, decisions=sim.decisions, events=sim.events, wall_s=wall,
         heat=None if sim.heat is None else sim.heat.to_json(),
     )
+
+
+def _gaps(wl: Workload, by_key: Mapping[str, float] | None) -> list[float] | None:
+    """``stage_gap_ms`` by request id (0 where the trace gives none), or None."""
+    if not by_key or wl.keys is None:
+        return None
+    return [by_key.get(k, 0.0) for k in wl.keys]
