@@ -34,7 +34,9 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
                   "tests/scheduler/test_policy_band.py", "tests/scheduler/test_policy_overload.py"]),
     "loaders": (["scheduler/profile.py", "scheduler/sim/trace.py", "edgert/_loader.py"],
                 ["tests/scheduler/test_sim_profiles.py", "tests/scheduler/test_sim_trace.py",
-                 "tests/edgert/test_runtime.py", "tests/delegates/test_profile_cmd.py"]),
+                 "tests/scheduler/test_trace_arrival.py", "tests/inputs/test_profiles.py",
+                 "tests/inputs/test_traces.py", "tests/edgert/test_runtime.py",
+                 "tests/delegates/test_profile_cmd.py"]),
 }
 KILLED = {"killed", "timeout", "segfault"}   # mutmut's names for a mutant the tests caught
 
