@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from pathlib import Path
