@@ -45,11 +45,11 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
+from _bounds import BURST_MET, CLOUD_NOISE, BoundRow, bound_rows, burst_rows  # noqa: E402  (benchmarks/ is on sys.path when run)
+from _energy_bar import TODAY, energy_block  # noqa: E402
 from scheduler.policies.edgert import SHED_REASON
 from scheduler.registry import BAND_POLICIES, DEFAULT_POLICY
 from scheduler.sim import (
@@ -66,8 +66,6 @@ SHORT = {"fixed_worker": "FW", "round_robin": "RR", "shortest_expected_latency":
          "heterogeneous_earliest_finish_time": "HEFT", "least_slack_time_first": "LST", DEFAULT_POLICY: "edgert"}
 BURST_FACTOR, BURST_S = 3.0, 2.0
 OFFLOAD_STOP_MS = 1000.0
-BURST_MET = 0.99
-CLOUD_NOISE = SimConfig().cloud_noise   # the simulator's cloud jitter (log-normal sigma), for the burst ceiling
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +103,7 @@ def burst_for(duration_s: float) -> Burst:
     return Burst(start_s=round(0.4 * duration_s, 3), duration_s=BURST_S, factor=BURST_FACTOR)
 
 
-#: edgert with ``objective="deadlines"``: today's default, the energy bar's reference
-TODAY = "edgert@deadlines"
 SHORT[TODAY] = "today"
-#: the energy bar: ``ENERGY_SAVING`` less energy at deadline-met within ``ENERGY_MET_PT`` of today's, every cell
-ENERGY_SAVING, ENERGY_MET_PT = 0.15, 0.1
 
 
 def run_cell(cell: tuple) -> dict[str, Figures]:
@@ -200,108 +194,6 @@ def check_bars(results: list[tuple[tuple, dict[str, Figures]]]) -> list[tuple[st
         ((f"3. 3x burst for 2 s at load 1: >= 99 % met during it, offload stops <= 1 s after "
           f"({n_burst - len(burst_fail)}/{n_burst})"), not burst_fail, "\n".join(burst_fail)),
     ]
-
-
-def energy_block(results: list[tuple[tuple, dict[str, Figures]]]) -> tuple[str, tuple[str, bool, str]]:
-    """The energy table (per profile: each policy's energy, mJ, and mean XRBench score with the profile's
-    E_max) and the energy bar: edgert (its objective) vs :data:`TODAY`."""
-    with_today = [(c, f) for c, f in results if TODAY in f and f[TODAY].total_mj > 0]
-    names = (*POLICIES, TODAY)
-    head = f"{'profile':<12}" + "".join(f"{SHORT[n]:>9}" for n in names)
-    lines = ["energy the placement spends (inference + idle + radio, J; total incl. baseline below), "
-             "XRBench score (profile's E_max)", head, "-" * len(head)]
-    for prof in dict.fromkeys(c[0] for c, _ in with_today):
-        rows = [f for c, f in with_today if c[0] == prof]
-        seeds = with_today[0][0][5]
-        lines.append(f"{prof:<12}" + "".join(f"{sum(f[n].energy_mj for f in rows) / 1e3:>9.1f}" for n in names))
-        lines.append(f"{'  total J':<12}" + "".join(f"{sum(f[n].total_mj for f in rows) / 1e3:>9.1f}" for n in names))
-        lines.append(f"{'  XRBench':<12}" + "".join(f"{sum(f[n].xrbench for f in rows) / len(rows) / seeds:>9.1f}"
-                                                     for n in names))
-    worse = [f"{label(c)}: {f[DEFAULT_POLICY].met_pct:.2f} % vs {f[TODAY].met_pct:.2f} %" for c, f in with_today
-             if f[DEFAULT_POLICY].met_pct < f[TODAY].met_pct - ENERGY_MET_PT]
-    ours = sum(f[DEFAULT_POLICY].energy_mj for _, f in with_today)
-    today = sum(f[TODAY].energy_mj for _, f in with_today) or 1.0
-    tot = sum(f[DEFAULT_POLICY].total_mj for _, f in with_today) / (sum(f[TODAY].total_mj for _, f in with_today) or 1.0)
-    saving = 1.0 - ours / today
-    met = (sum(f[DEFAULT_POLICY].met for _, f in with_today), sum(f[TODAY].met for _, f in with_today))
-    name = (f"4. energy: edgert spends >= {ENERGY_SAVING:.0%} less than today's default (objective deadlines) at "
-            f"deadline-met within {ENERGY_MET_PT} pt on every cell: {saving:+.1%} placement energy "
-            f"({1 - tot:+.1%} of the total with baseline), {len(with_today) - len(worse)}/{len(with_today)} cells "
-            f"within {ENERGY_MET_PT} pt, met {met[0]} vs {met[1]}")
-    return "\n".join(lines), (name, saving >= ENERGY_SAVING and not worse, "\n".join(worse))
-
-
-BoundRow = tuple[str, Figures, int, int, int, str]
-
-
-def bound_rows(results: list[tuple[tuple, dict[str, Figures]]], jobs: int) -> list[BoundRow]:
-    """For each cell failing bar 2: (label, edgert's figures, best baseline misses, LP min misses at mean
-    latencies, LP min misses in expectation under the cloud's jitter, verdict)."""
-    todo = []
-    for cell, figs in results:
-        best = min(figs[n].misses for n in BAND_POLICIES)
-        ours = figs[DEFAULT_POLICY]
-        if cell[2] >= 2.0 and ours.misses > 0.5 * best:
-            todo.append((cell, ours, best))
-    bounds = _pmap(_bound_cell, [(c[0], c[1], c[2], c[3], c[4], c[6]) for c, _, _ in todo], jobs)
-    rows = []
-    for (cell, ours, best), (lp, lp_odds) in zip(todo, bounds):
-        if lp > 0.5 * best:
-            verdict = "infeasible (the LP ceiling misses more than half the baseline)"
-        elif lp_odds > 0.5 * best:
-            verdict = "infeasible in expectation (with the cloud's jitter)"
-        else:
-            verdict = "feasible: edgert falls short"
-        rows.append((label(cell), ours, best, lp, lp_odds, verdict))
-    return rows
-
-
-def _pmap(fn: Callable[[tuple], Any], args: list[tuple], jobs: int) -> list[Any]:
-    """``[fn(a) for a in args]``, on ``jobs`` processes when there is more than one."""
-    if jobs > 1 and args:
-        with ProcessPoolExecutor(jobs) as ex:
-            return list(ex.map(fn, args))
-    return [fn(a) for a in args]
-
-
-def _bound_cell(a: tuple) -> tuple[int, int]:
-    from capacity_bound import bound
-
-    plain = bound(a[0], a[1], a[2], a[3], a[4], a[5]).min_misses
-    return plain, bound(a[0], a[1], a[2], a[3], a[4], a[5], cloud_odds=CLOUD_NOISE).min_misses
-
-
-def burst_rows(results: list[tuple[tuple, dict[str, Figures]]],
-               jobs: int) -> list[tuple[str, float, float, float, str]]:
-    """For each cell failing bar 3: (label, edgert % met in the burst, LP burst ceiling %, the ceiling in
-    expectation with the cloud's jitter %, verdict)."""
-    todo = []
-    for cell, figs in results:
-        ours = figs[DEFAULT_POLICY]
-        if cell[3] and cell[2] == 1.0 and ours.burst_requests:
-            rate = ours.burst_met / ours.burst_requests
-            if rate < BURST_MET:
-                todo.append((cell, 100.0 * rate))
-    ceilings = _pmap(_burst_cell, [(c[0], c[1], c[2], c[3], c[4], c[6]) for c, _ in todo], jobs)
-    rows = []
-    for (cell, ours), (plain, odds) in zip(todo, ceilings):
-        if plain < 100.0 * BURST_MET:
-            verdict = "infeasible (even the fluid ceiling is under 99 %)"
-        elif odds < 100.0 * BURST_MET:
-            verdict = "infeasible in expectation (the cloud's jitter keeps the ceiling under 99 %)"
-        else:
-            verdict = f"feasible only in the fluid ceiling ({odds - 100.0 * BURST_MET:.1f} pt above 99 %): edgert falls short"
-        rows.append((label(cell), ours, plain, odds, verdict))
-    return rows
-
-
-def _burst_cell(a: tuple) -> tuple[float, float]:
-    from capacity_bound import bound
-
-    plain = bound(a[0], a[1], a[2], a[3], a[4], a[5], burst_only=True)
-    odds = bound(a[0], a[1], a[2], a[3], a[4], a[5], burst_only=True, cloud_odds=CLOUD_NOISE)
-    n = plain.burst_requests or 1
-    return 100.0 * plain.burst_max_met / n, 100.0 * odds.burst_max_met / n
 
 
 def text_table(results: list[tuple[tuple, dict[str, Figures]]]) -> str:
@@ -429,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
           + (f"{totals[DEFAULT_POLICY] / best_total:.2f}" if best_total else "n/a"))
     bars = check_bars(results)
     if args.objective != "deadlines":
-        table, ebar = energy_block(results)
+        table, ebar = energy_block(results, POLICIES, SHORT, label)
         print("\n" + table)
         bars.append(ebar)
     for name, ok, detail in bars:
@@ -438,14 +330,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"        {d}")
     brows = None
     if args.bounds:
-        brows = bound_rows(results, args.jobs)
+        brows = bound_rows(results, args.jobs, label)
         print("\ncapacity bound (LP, mean latencies) for the cells failing bar 2:")
         for lab, ours, best, lp, lp_odds, verdict in brows:
             print(f"  {lab:<36} edgert {ours.misses:>5} (shed {ours.shed}, late {ours.late})  best {best:>5}  "
                   f"half {best / 2:>7.1f}  LP min {lp:>5}  with cloud jitter {lp_odds:>5}  {verdict}")
     bursts = None
     if args.bounds:
-        bursts = burst_rows(results, args.jobs)
+        bursts = burst_rows(results, args.jobs, label)
         print("\nburst ceiling (LP over the burst window) for the cells failing bar 3:")
         for lab, ours, plain, odds, verdict in bursts:
             print(f"  {lab:<36} edgert {ours:5.1f} %  ceiling {plain:5.1f} %  with cloud jitter {odds:5.1f} %  "

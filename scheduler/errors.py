@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from pathlib import Path
+from typing import BinaryIO
 
 
 class EdgeRTError(Exception):
@@ -34,3 +36,16 @@ def did_you_mean(kind: str, given: str, choices: Iterable[str]) -> ConfigError:
     close = difflib.get_close_matches(given, choices, n=2, cutoff=0.5)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     return ConfigError(f"unknown {kind} {given!r}{hint} (choices: {', '.join(choices)})")
+
+
+def open_input(path: Path, what: str, suffix: str) -> BinaryIO:
+    """Open an input file (a device profile, a trace) for reading in binary; every way of failing is
+    one TraceError naming ``what`` and the path (missing, a directory, unreadable)."""
+    try:
+        return path.open("rb")
+    except FileNotFoundError:
+        raise TraceError(f"{what} {str(path)!r} not found") from None
+    except IsADirectoryError:
+        raise TraceError(f"{what} {str(path)!r} is a directory; give a {suffix} file") from None
+    except OSError as exc:
+        raise TraceError(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from None

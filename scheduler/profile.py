@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scheduler.errors import TraceError
+from scheduler.errors import TraceError, open_input
 from scheduler.power import PowerSpec, ThermalSpec, check_energy_table, parse_power, parse_thermal
 from scheduler.types import PROCESSOR_KINDS
 
@@ -182,14 +182,8 @@ MAX_BYTES = 1 << 32
 
 def _read_json(p: Path) -> Any:
     """The parsed JSON of a profile file; every way of failing is one TraceError line."""
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise TraceError(f"device profile {str(p)!r} not found") from None
-    except IsADirectoryError:
-        raise TraceError(f"device profile {str(p)!r} is a directory; give a .json file") from None
-    except OSError as exc:
-        raise TraceError(f"cannot read device profile {str(p)!r}: {exc.strerror or exc}") from None
+    with open_input(p, "device profile", ".json") as f:
+        data = f.read()
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

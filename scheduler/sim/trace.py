@@ -32,7 +32,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from scheduler.errors import TraceError
+from scheduler.errors import TraceError, open_input
 from scheduler.sim.workload import Request, Workload
 
 #: Largest ``t_ms`` / ``slo_ms`` a trace may give (ms): 1e10 ms, about 116 days.
@@ -52,14 +52,7 @@ def read_trace(path: str | Path, seed: int = 0) -> Workload:
         TraceError: ``"<file>:<line>: <what is wrong>"``; a missing, unreadable or empty trace.
     """
     p = Path(path)
-    try:
-        f = p.open("rb")
-    except FileNotFoundError:
-        raise TraceError(f"trace file {str(p)!r} not found") from None
-    except IsADirectoryError:
-        raise TraceError(f"trace file {str(p)!r} is a directory; give a .jsonl file") from None
-    except OSError as exc:
-        raise TraceError(f"cannot read trace file {str(p)!r}: {exc.strerror or exc}") from None
+    f = open_input(p, "trace file", ".jsonl")
     with f:
         try:
             return parse_trace(_text_lines(f, str(p)), str(p), seed=seed)
