@@ -187,26 +187,6 @@ def _row(lookup: Callable[[tuple[str, str]], float | None] | None, estimator: La
     return [(i, ms) for i in range(len(names)) if (ms := est(model, names[i])) is not None]
 
 
-def _earliest(row: list[tuple[int, float]], ready: list[float], is_cloud: Sequence[bool], now_ms: float,
-              k_local: float, target: float) -> tuple[int, float, int, float, int, float, float]:
-    """Over ``row``'s processors: the earliest local finish (index, ms), the earliest among local
-    processors free now that make ``target`` with the margin, and the earliest cloud finish with its
-    run time — ``(local, local_f, idle, idle_f, cloud, cloud_f, cloud_ms)``, -1 / inf where none."""
-    local, local_f, idle, idle_f, cloud, cloud_f, cloud_ms = -1, _INF, -1, _INF, -1, _INF, 0.0
-    for i, ms in row:
-        start = ready[i]
-        f = start + ms
-        if is_cloud[i]:
-            if f < cloud_f:
-                cloud, cloud_f, cloud_ms = i, f, ms
-            continue
-        if f < local_f:
-            local, local_f = i, f
-        if start <= now_ms and f < idle_f and start + k_local * ms <= target:
-            idle, idle_f = i, f
-    return local, local_f, idle, idle_f, cloud, cloud_f, cloud_ms
-
-
 def _idle_choice(model: str, row: list[tuple[int, float]], idle: int, idle_f: float, target: float,
                  reserved: Any, procs: Processors, k_local: float, now_ms: float, green: Any) -> tuple[int, float]:
     """A request in time on ``idle`` (free now): leave it to a tighter stream that reserved it when

@@ -109,7 +109,6 @@ from scheduler.policies._overload import CLOUD, LOCAL, SHED, OverloadPlan
 from scheduler.policies._slots import (
     Processors,
     Work,
-    _earliest,
     _idle_choice,
     _new,
     _processor_table,
@@ -196,7 +195,8 @@ class EdgertPolicy:
 
         The steps: the processors' table (:func:`_processor_table`); rate tracking and planning (the
         overload plan's ``update``); the window of the most urgent requests; placement (:meth:`_place`:
-        each one's fate under the plan, where it would finish, the choice, the claim).
+        each one's fate under the plan, where it would finish — inline, since a call per request
+        would cost ~6 % —, the choice, the claim).
         """
         pending = view.pending
         if not pending:
@@ -210,8 +210,11 @@ class EdgertPolicy:
         ordered: Sequence[RequestView]
         if len(pending) > self.window:   # the most urgent first; nsmallest is sorted(...)[:n], stable
             ordered = heapq.nsmallest(self.window, pending, key=_urgency)
+        elif len(pending) > 1:   # sorted by urgency; keys computed in one pass (a key function costs a call each)
+            urgency = [r[3] - r[6] for r in pending]   # deadline_ms - downstream_ms, as _urgency
+            ordered = [pending[i] for i in sorted(range(len(pending)), key=urgency.__getitem__)]
         else:
-            ordered = sorted(pending, key=_urgency) if len(pending) > 1 else pending
+            ordered = pending
         estimator, plan, use_plan = view.estimator, self.plan, self.use_plan
         overloaded = use_plan and plan.overloaded
         setting = (plan, use_plan, plan.fates, plan.whole, plan.reserved if use_plan else None, overloaded,
@@ -222,36 +225,38 @@ class EdgertPolicy:
 
     def _place(self, ordered: Sequence[RequestView], procs: Processors, estimator: LatencyModel,
                now_ms: float, setting: tuple[Any, ...]) -> list[Assignment]:
-        """Place each request (most urgent first), counting what more urgent ones claimed: its fate, its finish
-        per processor, the choice, the claim. One call per request (:func:`_earliest`): each costs ~5 %."""
+        """Place each request (most urgent first) against what more urgent ones claimed; see decide."""
         names, ready, is_cloud, free, slots, _, _, _ = procs
         plan, use_plan, known_fates, whole, reserved, overloaded, long_ms, lookup, green = setting   # see decide
         k_local, cloud_margin, risky_margin, guard_ms = (1.0 + self.margin, self.cloud_margin, self.risky_margin,
                                                          self.guard_ms)
-        base, out, last_start = ready[:], [], [0.0] * len(names)   # the decision's state: see Work
-        placed: dict[str, tuple[int, int, float, RequestView]] | None = {} if self.supersede else None
-        last: list[RequestView | None] = [None] * len(names)
-        rows: dict[str, list[tuple[int, float]]] = {}
+        work = _new(Work, (ready[:], [], {} if self.supersede else None, [None] * len(names), [0.0] * len(names), {}))
+        _, out, placed, last, last_start, rows = work   # the decision's state: see Work
         for req in ordered:
             rid, model, _, deadline, stream, _, downstream_ms, allowed = req   # faster than 7 attribute reads
             if (fate := known_fates.get(rid, -1) if use_plan else LOCAL) < 0:   # the plan's fate: fixed when
                 fate = plan.fate(req)                                          # the request is first seen
-            if fate == SHED:
-                out.append(Assignment.drop(rid, _shed(model, plan.utilization)))
-                continue
-            if fate == LOCAL and use_plan and model in whole:
-                fate = CLOUD     # seen before the plan sent its whole model to the cloud: it goes too
             row = rows.get(model) or rows.setdefault(model, _row(lookup, estimator, model, names))   # [(i, ms)]
-            if allowed is not None:
-                row = [(i, ms) for i, ms in row if names[i] in allowed]
-            if not row:
-                out.append(Assignment.drop(rid, _unsupported(req)))
+            row = row if allowed is None else [(i, ms) for i, ms in row if names[i] in allowed]
+            if fate == SHED or not row:
+                out.append(Assignment.drop(rid, _shed(model, plan.utilization) if fate == SHED else _unsupported(req)))
                 continue
             if deadline == _INF and min(ready) > now_ms:
                 continue  # best-effort work (it sorts last) and nothing can start now: it waits
-            target = deadline - downstream_ms
-            local, local_f, idle, idle_f, cloud, cloud_f, cloud_ms = _earliest(row, ready, is_cloud, now_ms,
-                                                                               k_local, target)
+            if fate == LOCAL and use_plan and model in whole:
+                fate = CLOUD     # seen before the plan sent its whole model to the cloud: it goes too
+            target = deadline - downstream_ms   # the earliest local finish; local, free now and in time; cloud
+            local, local_f, idle, idle_f, cloud, cloud_f, cloud_ms = -1, _INF, -1, _INF, -1, _INF, 0.0
+            for i, ms in row:
+                f = (start := ready[i]) + ms
+                if is_cloud[i]:
+                    if f < cloud_f:
+                        cloud, cloud_f, cloud_ms = i, f, ms
+                    continue
+                if f < local_f:
+                    local, local_f = i, f
+                if start <= now_ms and f < idle_f and start + k_local * ms <= target:
+                    idle, idle_f = i, f
             local_ms = local_f - ready[local]             # the earliest local finish's run time
             if fate == CLOUD and cloud >= 0 and ready[cloud] <= now_ms and cloud_f + risky_margin * cloud_ms <= target \
                     or overloaded and long_ms < local_ms and local >= 0 and cloud >= 0 and ready[cloud] <= now_ms \
@@ -267,18 +272,16 @@ class EdgertPolicy:
                 if green is not None or cloud >= 0 and target - guard_ms < cloud_f + cloud_margin * cloud_ms <= target:
                     pick, finish = self._wait_choice(model, row, (local, local_f, fm, cloud, cloud_f, cloud_ms),
                                                      long_ms, procs, target, now_ms, green)
-            elif (choice := _late_choice(req, row, target, (local, local_f, cloud, cloud_f), procs, k_local, now_ms,
-                                         _new(Work, (base, out, placed, last, last_start, rows)))) is not None:
-                pick, finish = choice                     # no local processor makes it in time, even after a wait
+            elif c := self._late_choice(req, row, target, (local, local_f, cloud, cloud_f), procs, now_ms, work):
+                pick, finish = c                          # no local processor makes it in time, even after a wait
             else:
                 continue                                  # swapped, superseded, dropped or left pending
-            start = ready[pick]                           # the claim (dispatched now when it starts now)
-            last[pick], last_start[pick] = req, start
+            last[pick], last_start[pick] = req, (start := ready[pick])   # the claim (dispatched when it starts now)
             ready[pick] = finish if slots[pick] == 1 else _slot_ready(pick, start, finish, ready, free, slots)
             if placed is not None:
                 placed[stream or model] = (len(out) if start <= now_ms else -1, pick, finish, req)
             if start <= now_ms:
-                out.append(Assignment(rid, names[pick]))
+                out.append(_new(Assignment, (rid, names[pick], "")))   # Assignment(rid, name) without its keywords
         return out
 
     def _wait_choice(self, model: str, row: list[tuple[int, float]], finishes: tuple[int, float, float, int, float,
@@ -296,33 +299,32 @@ class EdgertPolicy:
             return green.choose(model, row, local, local_f, procs, target, now_ms)
         return local, local_f
 
+    def _late_choice(self, req: RequestView, row: list[tuple[int, float]], target: float,
+                     earliest: tuple[int, float, int, float], procs: Processors, now_ms: float,
+                     work: Work) -> tuple[int, float] | None:
+        """For a request no local processor serves by its effective deadline ``target``, even after a wait:
+        ``(processor, finish)`` to claim, or None when it was settled here or stays pending.
 
-def _late_choice(req: RequestView, row: list[tuple[int, float]], target: float,
-                 earliest: tuple[int, float, int, float], procs: Processors, k_local: float, now_ms: float,
-                 work: Work) -> tuple[int, float] | None:
-    """For a request no local processor serves by its effective deadline ``target``, even after a wait:
-    ``(processor, finish)`` to claim, or None when it was settled here or stays pending.
-
-    In order: take a more urgent request's local slot when that one fits elsewhere (:func:`swap_slot`);
-    the cloud when it makes ``target``; the earliest finish when it makes the request's own deadline
-    (not its cascade's); the slot of an older frame of its stream (supersede); a drop when even a
-    processor to itself would finish it late; else it stays pending, claiming nothing.
-    ``earliest``: ``(local, local_f, cloud, cloud_f)``, the earliest local and cloud finishes (index -1: none).
-    """
-    local, local_f, cloud, cloud_f = earliest
-    if local >= 0 and swap_slot(req, row, target, work, procs, k_local=k_local, now_ms=now_ms):
-        return None                                   # took a slot whose holder moves elsewhere in time
-    if cloud_f <= target:
-        return cloud, cloud_f
-    deadline = req.deadline_ms
-    if local_f <= deadline or cloud_f <= deadline:
-        return (local, local_f) if local_f <= cloud_f else (cloud, cloud_f)
-    if work.placed is not None and take_older_slot(req, work.placed, work.out, procs.names, deadline, work.last):
+        In order: take a more urgent request's local slot when that one fits elsewhere (:func:`swap_slot`);
+        the cloud when it makes ``target``; the earliest finish when it makes the request's own deadline
+        (not its cascade's); the slot of an older frame of its stream (supersede); a drop when even a
+        processor to itself would finish it late; else it stays pending, claiming nothing.
+        ``earliest``: ``(local, local_f, cloud, cloud_f)``, the earliest local and cloud finishes (index -1: none).
+        """
+        local, local_f, cloud, cloud_f = earliest
+        if local >= 0 and swap_slot(req, row, target, work, procs, k_local=1.0 + self.margin, now_ms=now_ms):
+            return None                               # took a slot whose holder moves elsewhere in time
+        if cloud_f <= target:
+            return cloud, cloud_f
+        deadline = req.deadline_ms
+        if local_f <= deadline or cloud_f <= deadline:
+            return (local, local_f) if local_f <= cloud_f else (cloud, cloud_f)
+        if work.placed is not None and take_older_slot(req, work.placed, work.out, procs.names, deadline, work.last):
+            return None
+        own = min(work.base[i] + ms for i, ms in row)
+        if own > deadline:
+            work.out.append(Assignment.drop(req.id, _late(own, deadline)))
         return None
-    own = min(work.base[i] + ms for i, ms in row)
-    if own > deadline:
-        work.out.append(Assignment.drop(req.id, _late(own, deadline)))
-    return None
 
 
 def _urgency(r: RequestView) -> float:
