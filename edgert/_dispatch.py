@@ -22,14 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from edgert._result import DROPPED, FAILED, LATE, OK, Request, Result, outputs_dict
+from edgert._result import DROPPED, FAILED, LATE, OK, Request, Result, completed, outputs_dict
 from edgert._stats import ModelStats
 from edgert._trace import TraceWriter
 from edgert._worker import Worker
 from edgert.errors import EdgeRTError, RequestDropped
 from scheduler.estimator import LatencyEstimator
-from scheduler.timeline import RequestRecord
 from scheduler.types import Assignment, Policy, ProcessorView, SchedulerView
+
+_new = tuple.__new__   # a NamedTuple from a ready tuple, without the keyword-handling constructor
 
 #: Where a bug of ours (or of a user's policy) is logged, at ERROR with its traceback: the request it
 #: hit ends ``failed`` with the bug chained, and the runtime keeps serving. tests/conftest.py fails a
@@ -60,7 +61,7 @@ class Dispatcher:
     _pending: dict[int, Request]           #: request id -> request awaiting a decision
     _unmeasured: set[tuple[str, str]]      #: (model, processor) pairs seeded with no measurement
     _stats: dict[str, ModelStats]          #: model name -> counters
-    _records: deque[RequestRecord]         #: the most recent RECORDS_KEPT finished requests
+    _records: deque[tuple[Any, ...]]       #: RequestRecord fields of the last RECORDS_KEPT finished
     _inflight: int                         #: requests submitted and not yet terminal
     _stopping: bool                        #: workers exit when their queue is empty
     _trace: TraceWriter | None             #: every request's line, given its outcome when it ends
@@ -111,8 +112,9 @@ class Dispatcher:
         if not self._pending:
             return
         exp = self.estimator.expected_ms
-        procs = tuple(self._view(w, now, exp) for w in self._workers)
-        view = SchedulerView(tuple(r.view for r in self._pending.values()), procs, self.estimator)
+        procs = tuple([w.idle_view if not (w.running or w.queue) and now >= w.unhealthy_until_ms   # idle: inline
+                       else self._view(w, now, exp) for w in self._workers])
+        view = _new(SchedulerView, (tuple([r.view for r in self._pending.values()]), procs, self.estimator))
         try:
             decisions: list[Assignment] = self._policy.decide(view, now)
         except Exception as exc:  # noqa: BLE001 - a policy bug must not lose requests; it is logged
@@ -146,8 +148,7 @@ class Dispatcher:
             self._drop_unplaceable_locked(now, done)
 
     def _view(self, w: Worker, now: float, exp: Any) -> ProcessorView:
-        if not w.running and not w.queue and now >= w.unhealthy_until_ms:
-            return w.idle_view
+        """A busy (or unhealthy) worker as the policy sees it; an idle one is ``w.idle_view``."""
         busy = 0.0
         if w.running and not w.has_free_slot():
             busy = min(r.start_ms + (exp(r.model.name, w.name) or 0.0) for r in w.running)
@@ -211,9 +212,9 @@ class Dispatcher:
             if err is None:
                 self._observe(req.model.name, w, end - req.start_ms)
                 status = OK if end <= req.deadline_ms else LATE
-                res = Result(outputs_dict(req.model.output_names, outs), status, w.name, delegate,  # type: ignore[arg-type]
-                             end - req.arrival_ms, req.start_ms - req.arrival_ms, None, req.model.name,
-                             req.id, req.deadline_ms, req.arrival_ms, req.frame, req.trace_id)
+                res = completed(outputs_dict(req.model.output_names, outs), status, w.name, delegate,  # type: ignore[arg-type]
+                                end - req.arrival_ms, req.start_ms - req.arrival_ms, req.model.name,
+                                req.id, req.deadline_ms, req.arrival_ms, req.frame, req.trace_id)
                 self._complete_locked(req, res, w.name, end, done)
             elif not self._replace_locked(w, req, end):
                 self._fail_locked(req, err, end, done)
@@ -258,9 +259,9 @@ class Dispatcher:
     def _complete_locked(self, req: Request, res: Result, proc: str, end: float,
                          done: list[tuple[Request, Result]]) -> None:
         self._stats[req.model.name].add(res.status, proc, res.latency_ms)
-        self._records.append(RequestRecord(req.id, req.model.name, res.status, req.arrival_ms,
-                                           req.deadline_ms, proc, req.start_ms, end, req.frame,
-                                           str(res.error) if res.error is not None else ""))
+        # RequestRecord's fields: records() makes the records when asked, not one per request
+        self._records.append((req.id, req.model.name, res.status, req.arrival_ms, req.deadline_ms, proc,
+                              req.start_ms, end, req.frame, str(res.error) if res.error is not None else ""))
         done.append((req, res))
         self._inflight -= 1
         if not self._inflight:

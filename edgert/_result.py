@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -59,6 +59,34 @@ class Result:
     def ok(self) -> bool:
         """True for ``ok`` and ``late`` (the outputs are there)."""
         return self.outputs is not None
+
+
+# Result's slot setters, in field order, for completed() (unpacking fails loudly if a field is added)
+(_outputs, _status, _processor, _delegate, _latency_ms, _queued_ms, _error, _model, _id, _deadline_ms,
+ _arrival_ms, _frame, _key) = (Result.__dict__[f.name].__set__ for f in fields(Result))
+_object_new = object.__new__
+
+
+def completed(outputs: dict[str, np.ndarray], status: str, processor: str, delegate: str, latency_ms: float,
+              queued_ms: float, model: str, rid: int, deadline_ms: float, arrival_ms: float, frame: int,
+              key: str) -> Result:
+    """``Result(outputs, status, …, error=None, …)`` for a request that ran, at half the cost of the frozen
+    dataclass's ``__init__`` (13 ``object.__setattr__`` calls, ~0.4 µs of a ~10 µs dispatch): the hot path."""
+    r = _object_new(Result)
+    _outputs(r, outputs)
+    _status(r, status)
+    _processor(r, processor)
+    _delegate(r, delegate)
+    _latency_ms(r, latency_ms)
+    _queued_ms(r, queued_ms)
+    _error(r, None)
+    _model(r, model)
+    _id(r, rid)
+    _deadline_ms(r, deadline_ms)
+    _arrival_ms(r, arrival_ms)
+    _frame(r, frame)
+    _key(r, key)
+    return r
 
 
 class Request:

@@ -207,7 +207,8 @@ class Runtime(Dispatcher):
     def records(self) -> list[RequestRecord]:
         """Finished requests (the most recent RECORDS_KEPT), oldest first; times in runtime ms."""
         with self._lock:
-            return list(self._records)
+            kept = list(self._records)
+        return [RequestRecord(*fields) for fields in kept]
 
     def write_timeline(self, path: str | Path) -> None:
         """Chrome trace-event JSON of the finished requests, one track per processor (Perfetto)."""

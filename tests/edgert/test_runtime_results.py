@@ -121,3 +121,32 @@ def test_a_failed_result_and_its_record_carry_every_field(model_dir):
     assert type(res.error) is edgert.EdgeRTError and "scheduler 'raises' raised" in str(res.error)  # a bug of
     assert isinstance(res.error.__cause__, RuntimeError)                # ours, not a backend InferenceError
     _same_times(res, rec)
+
+
+def test_a_completed_result_and_its_record_carry_every_field(model_dir):
+    with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=1) as rt:
+        m = rt.load(model_dir / "tiny.onnx", name="tiny", slo_ms=60_000.0)
+        with rt.frame(deadline_ms=50_000.0) as f:
+            res = m.submit(genmodels.example_inputs("tiny")).result()
+        (rec,) = [r for r in rt.records() if r.id == res.id]
+    assert (res.status, res.processor, res.delegate, res.error, res.ok) == ("ok", "cpu0", "ort-cpu", None, True)
+    assert list(res.outputs) == ["y"] and res.outputs["y"].shape == (1, 64)
+    assert (res.model, res.frame, res.key, res.deadline_ms) == ("tiny", f.index, f"f{f.index}/tiny", f.deadline_ms)
+    assert 0 <= res.queued_ms <= res.latency_ms and res.arrival_ms >= 0
+    assert res.queued_ms == pytest.approx(rec.start_ms - rec.arrival_ms, abs=1e-9)
+    _same_times(res, rec)
+    assert (rec.model, rec.status, rec.processor, rec.frame, rec.reason) == ("tiny", "ok", "cpu0", f.index, "")
+
+
+def test_the_hot_path_constructor_builds_the_same_frozen_result():
+    from dataclasses import FrozenInstanceError
+
+    from edgert._result import Result, completed
+
+    values = ({"y": np.zeros(2)}, "late", "gpu", "litert-gpu", 3.5, 0.25, "m", 9, 7.0, 1.0, 4, "f4/m")
+    fast = completed(*values)
+    slow = Result(*values[:6], None, *values[6:])
+    assert type(fast) is Result and repr(fast) == repr(slow)
+    assert all(getattr(fast, f) == getattr(slow, f) for f in Result.__dataclass_fields__ if f != "outputs")
+    with pytest.raises(FrozenInstanceError):
+        fast.status = "ok"  # type: ignore[misc]
