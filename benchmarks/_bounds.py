@@ -1,9 +1,11 @@
 """What ``benchmarks/schedulers.py`` proves about the cells its bars 2 and 3 fail: the capacity LP's
 bound (``benchmarks/capacity_bound.py``, needs SciPy) at mean latencies and in expectation under the
-simulator's cloud jitter, and the verdict (infeasible, or edgert falls short)."""
+simulator's cloud jitter, and the verdict (infeasible, or edgert falls short); and bar 3's measure of
+when offloading stops after a burst (:func:`last_burst_offload`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -88,3 +90,23 @@ def _burst_cell(a: tuple) -> tuple[float, float]:
     odds = bound(a[0], a[1], a[2], a[3], a[4], a[5], burst_only=True, cloud_odds=CLOUD_NOISE)
     n = plain.burst_requests or 1
     return 100.0 * plain.burst_max_met / n, 100.0 * odds.burst_max_met / n
+
+
+def last_burst_offload(arrivals: list[float], w0: float, w1: float, bin_ms: float = 500.0) -> float:
+    """The latest offloaded arrival the burst ``[w0, w1)`` still drove, minus ``w1`` (ms; -inf: none).
+
+    An offload after the burst counts when its ``bin_ms`` bin offloads more than any bin before the burst
+    did: an energy objective sends some work to the cloud all along (``balanced`` sends a free slot a model
+    it saves energy on), and "offload stops" means back to that rate. With no offload before the burst,
+    every offload after it counts."""
+    before: dict[int, int] = {}
+    after: dict[int, list[float]] = {}
+    for t in arrivals:
+        if t < w0:
+            before[int(t // bin_ms)] = before.get(int(t // bin_ms), 0) + 1
+        elif t >= w1:
+            after.setdefault(int((t - w1) // bin_ms), []).append(t)
+    if not before:
+        return max(arrivals, default=-math.inf) - w1   # every offload counts (those in the burst: negative)
+    usual = max(before.values())
+    return max((max(ts) - w1 for ts in after.values() if len(ts) > usual), default=-math.inf)

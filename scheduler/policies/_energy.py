@@ -130,23 +130,24 @@ class Greener:
         cap: the share of a processor's time the homed models may fill.
         wait: the longest wait for the home, as a multiple of the run there (a longer claim holds the home
             from later, tighter requests: measured on the scheduler table, 1.0 misses least).
-        use_cloud: a free cloud slot may take a request for its lower energy (always while frugal).
 
-    While :attr:`frugal` (the heat watch sees the throttle near) any saving counts (``keep`` = 1).
+        k_frugal: the headroom factor while :attr:`frugal` (default ``k_energy``).
+
+    While :attr:`frugal` (the heat watch sees the throttle near) any saving counts (``keep`` = 1), with
+    ``k_frugal``'s headroom.
     """
 
-    __slots__ = ("cap", "cloud_margin", "frugal", "home", "k_energy", "keep", "table", "use_cloud", "wait")
+    __slots__ = ("cap", "cloud_margin", "frugal", "home", "k_energy", "k_frugal", "keep", "table", "wait")
 
     def __init__(self, table: EnergyTable, k_energy: float, keep: float, cloud_margin: float,
-                 cap: float = 0.5, wait: float = 1.0,
-                 use_cloud: bool = True) -> None:
+                 cap: float = 0.5, wait: float = 1.0, k_frugal: float | None = None) -> None:
         self.table = table
         self.k_energy = k_energy
+        self.k_frugal = k_energy if k_frugal is None else k_frugal
         self.keep = keep
         self.cloud_margin = cloud_margin
         self.cap = cap
         self.wait = wait
-        self.use_cloud = use_cloud
         self.frugal = False
         #: model -> the local processor its requests may move to for energy
         self.home: dict[str, str] = {}
@@ -179,20 +180,17 @@ class Greener:
         it spends less than ``keep`` × the energy of ``pick`` (finishing at ``finish``); else ``pick``."""
         names, ready, is_cloud = procs.names, procs.ready, procs.is_cloud
         home = self.home.get(model)
-        cloud_ok = self.use_cloud or self.frugal
-        if not cloud_ok and (home is None or names[pick] == home):
-            return pick, finish                       # nowhere to move (most requests: one check)
         mj = self.table.invocation_mj
         pick_e = _INF
         for i, ms in row:
             if i == pick:
                 pick_e = mj(model, names[i], ms, is_cloud[i])
         best, best_f, best_e = pick, finish, pick_e if self.frugal else pick_e * self.keep
-        k, kc = self.k_energy, 1.0 + self.cloud_margin
+        k, kc = self.k_frugal if self.frugal else self.k_energy, 1.0 + self.cloud_margin
         for i, ms in row:
             st = ready[i]
             if is_cloud[i]:   # a free slot, with the cloud's headroom
-                if not cloud_ok or st > now_ms or st + kc * ms > target:
+                if st > now_ms or st + kc * ms > target:
                     continue
             elif names[i] != home or st + k * ms > target or st - now_ms > self.wait * ms:
                 continue
@@ -216,6 +214,6 @@ def make_objective(objective: str, table: EnergyTable | None, margin: float, clo
     if objective == "energy":
         green = Greener(table, 1.0 + margin, 1.0, cloud_margin)
     else:
-        green = Greener(table, 1.0 + 2.0 * margin, 0.8, cloud_margin, use_cloud=False)
+        green = Greener(table, 1.0 + 2.0 * margin, 0.8, cloud_margin, k_frugal=1.0 + margin)
     watch = HeatWatch(table, horizon_ms) if table.thermal is not None and table.thermal.levels else None
     return green, watch

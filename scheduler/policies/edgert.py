@@ -85,10 +85,10 @@ whose processors run one invocation at a time. One decision:
 
 9. **Objective** (``objective``; :mod:`~scheduler.policies._energy`): with the device's energy figures,
    ``"balanced"`` (the default) moves a request the rules above placed in time to its model's *home*,
-   the cheapest processor that has room for that model's stream, when that saves >= 20 % of its energy
-   and still makes the effective deadline with 40 % headroom after a wait of at most one run there;
-   ``"energy"`` takes any saving with the usual headroom, the cloud included; ``"deadlines"`` never
-   moves. While the policy's own heat estimate sees the next throttling level within
+   the cheapest processor that has room for that model's stream, or to a free cloud slot (the radio's
+   energy), when that saves >= 20 % of its energy and still makes the effective deadline with 40 %
+   headroom after a wait of at most one run there (the cloud: its round trip's headroom);
+   ``"energy"`` takes any saving with the usual headroom; ``"deadlines"`` never moves. While the policy's own heat estimate sees the next throttling level within
    ``heat_horizon_ms``, any saving counts and a free cloud slot may take the work (less heat).
 
 No clock, no I/O, no randomness. The only state carried between decisions
@@ -147,8 +147,8 @@ class EdgertPolicy:
             round trip's odds of coming back late, so this only rules out a run that barely fits).
         window: most pending requests one decision looks at (the most urgent).
         objective: ``"deadlines"`` (placement by deadlines alone), ``"balanced"`` (the default: among
-            placements that make the deadline with extra headroom, one that spends at least 20 % less
-            energy; frugal when the throttle is near) or ``"energy"`` (the cheapest placement that makes
+            placements that make the deadline with extra headroom, the cloud included, one that spends at
+            least 20 % less energy; frugal when the throttle is near) or ``"energy"`` (the cheapest placement that makes
             it with the usual headroom). Without ``energy`` every objective places as ``"deadlines"``.
         energy: the device's energy figures (:class:`~scheduler.policies._energy.EnergyTable`), or None.
         heat_horizon_ms: how far ahead the policy looks for the next throttling level (ms).
