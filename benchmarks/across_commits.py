@@ -55,7 +55,7 @@ def measure(bench: Bench, tree: Path) -> float:
     out = subprocess.run([sys.executable, bench.script, *bench.args], cwd=tree, env=env,
                          capture_output=True, text=True, timeout=1800)
     found = [float(m) for m in re.findall(bench.pattern, out.stdout, flags=re.M)]
-    if out.returncode != 0 or not found:
+    if not found:   # a benchmark whose own bar fails exits 1 but still prints its figure
         raise SystemExit(f"{bench.script} in {tree} failed (exit {out.returncode}):\n{out.stdout[-2000:]}"
                          f"\n{out.stderr[-2000:]}")
     return sum(found)
