@@ -210,11 +210,8 @@ class EdgertPolicy:
         ordered: Sequence[RequestView]
         if len(pending) > self.window:   # the most urgent first; nsmallest is sorted(...)[:n], stable
             ordered = heapq.nsmallest(self.window, pending, key=_urgency)
-        elif len(pending) > 1:   # sorted by urgency; keys computed in one pass (a key function costs a call each)
-            urgency = [r[3] - r[6] for r in pending]   # deadline_ms - downstream_ms, as _urgency
-            ordered = [pending[i] for i in sorted(range(len(pending)), key=urgency.__getitem__)]
         else:
-            ordered = pending
+            ordered = sorted(pending, key=_urgency) if len(pending) > 1 else pending
         estimator, plan, use_plan = view.estimator, self.plan, self.use_plan
         overloaded = use_plan and plan.overloaded
         setting = (plan, use_plan, plan.fates, plan.whole, plan.reserved if use_plan else None, overloaded,
