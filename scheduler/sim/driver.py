@@ -47,6 +47,7 @@ expected latency) and updated by EMA with every simulated run.
 from __future__ import annotations
 
 import difflib
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from heapq import heappop, heappush
@@ -264,20 +265,16 @@ class Simulation:
         start order)."""
         hand, start, proc, heap, mcode = self._hand, self._start, self._proc, self._heap, self._mcode
         heated = self.heat.run_ms if self.heat is not None else None   # throttle + energy, when modelled
-        push, seq = heappush, 0
+        push, seq = heappush, itertools.count(1).__next__   # (a C counter: cheaper than a nonlocal per start)
 
         def start_run(p: SimProcessor, rid: int, lat: tuple[float, float, list[float]], now: float) -> None:
-            nonlocal seq
-            mean, extra, fac = lat
-            ms = mean * fac[rid] + extra
+            ms = lat[0] * lat[2][rid] + lat[1]   # mean x this request's drawn factor + the extra
             if heated is not None:
                 ms = heated(p.index, mcode[rid], ms, now)
-            s = now + hand[rid]
-            start[rid] = s
+            start[rid] = s = now + hand[rid]
             proc[rid] = p
             p.running.append(rid)
-            seq += 1
-            push(heap, (s + ms, seq, rid))
+            push(heap, (s + ms, seq(), rid))
         return start_run
 
     def _decision_step(self, start_run: StartStep) -> Callable[[float], None]:
