@@ -18,7 +18,10 @@ times every decide() call of a real simulated overload run (pixel4 social_a,
 load 3 with the 3x burst), re-plans included, and reports the mean, p99 and
 max, and how many of the calls solved the LP.
 
-    python benchmarks/decision_cost.py [--number 20000] [--repeat 7] [--in-sim]
+``--profile galaxy-s23 --objective balanced`` gives edgert that profile's energy figures and objective
+(issue 19's bar: <= 20 µs with the energy objective too; the live runtime without a profile has none).
+
+    python benchmarks/decision_cost.py [--number 20000] [--repeat 7] [--in-sim] [--profile P --objective O]
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import argparse
 import statistics
 import sys
 import time
+from typing import Any
 
 from scheduler.estimator import LatencyEstimator
 from scheduler.registry import DEFAULT_POLICY, make_policy, policy_names
@@ -69,9 +73,10 @@ def snapshots(now: float = 1000.0) -> list[tuple[SchedulerView, float]]:
     return out
 
 
-def measure(name: str, number: int, repeat: int) -> tuple[float, float]:
-    """(best, median) µs per decide() over ``repeat`` rounds of ``number`` calls."""
-    policy = make_policy(name)
+def measure(name: str, number: int, repeat: int, **energy: Any) -> tuple[float, float]:
+    """(best, median) µs per decide() over ``repeat`` rounds of ``number`` calls; ``energy``: the
+    ``profile`` / ``objective`` make_policy gives an energy-aware policy."""
+    policy = make_policy(name, **energy) if getattr(make_policy(name), "energy_aware", False) else make_policy(name)
     snaps = snapshots()
     k = len(snaps)
     decide = policy.decide
@@ -121,13 +126,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--number", type=int, default=20000, help="calls per round")
     ap.add_argument("--repeat", type=int, default=7, help="rounds; the best and the median are reported")
     ap.add_argument("--in-sim", action="store_true", help="also time decide() inside a simulated overload run")
+    ap.add_argument("--profile", help="give edgert this shipped profile's energy figures (e.g. galaxy-s23)")
+    ap.add_argument("--objective", choices=("deadlines", "balanced", "energy"), help="edgert's objective")
     args = ap.parse_args(argv)
+    energy: dict[str, Any] = {}
+    if args.profile:
+        from scheduler.sim.profiles import load_profile
+
+        energy["profile"] = load_profile(args.profile)
+    if args.objective:
+        energy["objective"] = args.objective
     print(f"decide() cost, 10 pending x 5 processors; {args.repeat} rounds of {args.number} calls "
-          f"(python {sys.version.split()[0]})")
+          f"(python {sys.version.split()[0]})" + (f"; edgert with {args.profile}'s energy figures, objective "
+                                                  f"{args.objective or 'its default'}" if args.profile else ""))
     print(f"{'policy':<36} {'best µs':>8} {'median µs':>10}")
     ok = True
     for name in [DEFAULT_POLICY] + [n for n in policy_names() if n != DEFAULT_POLICY]:
-        best, med = measure(name, args.number, args.repeat)
+        best, med = measure(name, args.number, args.repeat, **energy)
         print(f"{name:<36} {best:>8.2f} {med:>10.2f}")
         if name == DEFAULT_POLICY:
             ok = best <= BAR_US

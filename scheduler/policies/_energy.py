@@ -180,6 +180,10 @@ class Greener:
         it spends less than ``keep`` × the energy of ``pick`` (finishing at ``finish``); else ``pick``."""
         names, ready, is_cloud = procs.names, procs.ready, procs.is_cloud
         home = self.home.get(model)
+        if home is None or names[pick] == home:   # no local move: only a free cloud slot might save energy
+            cloud = next((i for i, _ in row if is_cloud[i]), -1)
+            if cloud < 0 or cloud == pick or ready[cloud] > now_ms:
+                return pick, finish                   # nowhere to move (most requests: a few checks)
         mj = self.table.invocation_mj
         pick_e = _INF
         for i, ms in row:
