@@ -97,7 +97,8 @@ class FixedWorkerPolicy:
             if down != self._down:
                 self._down = down
                 self._first.clear()
-        if estimator is not self._estimator or getattr(estimator, "prior_version", None) != self._version:
+        # (an estimator is kept only when it has prior_version: see _renew)
+        if estimator is not self._estimator or estimator.prior_version != self._version:  # type: ignore[attr-defined]
             self._renew(estimator)
         first = self._first
         mapping = self.mapping
