@@ -95,10 +95,11 @@ def _burst_cell(a: tuple) -> tuple[float, float]:
 def last_burst_offload(arrivals: list[float], w0: float, w1: float, bin_ms: float = 500.0) -> float:
     """The latest offloaded arrival the burst ``[w0, w1)`` still drove, minus ``w1`` (ms; -inf: none).
 
-    An offload after the burst counts when its ``bin_ms`` bin offloads more than any bin before the burst
-    did: an energy objective sends some work to the cloud all along (``balanced`` sends a free slot a model
-    it saves energy on), and "offload stops" means back to that rate. With no offload before the burst,
-    every offload after it counts."""
+    An offload after the burst counts when its ``bin_ms`` bin offloads more than 1.25 × the most any bin
+    before the burst did (a steady share jitters by a request or two a bin): an energy objective sends
+    some work to the cloud all along (``balanced`` gives a free slot a model it saves energy on), and
+    "offload stops" means back to that rate. With no offload before the burst, every offload after it
+    counts."""
     before: dict[int, int] = {}
     after: dict[int, list[float]] = {}
     for t in arrivals:
@@ -109,4 +110,4 @@ def last_burst_offload(arrivals: list[float], w0: float, w1: float, bin_ms: floa
     if not before:
         return max(arrivals, default=-math.inf) - w1   # every offload counts (those in the burst: negative)
     usual = max(before.values())
-    return max((max(ts) - w1 for ts in after.values() if len(ts) > usual), default=-math.inf)
+    return max((max(ts) - w1 for ts in after.values() if len(ts) > 1.25 * usual), default=-math.inf)

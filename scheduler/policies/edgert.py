@@ -87,9 +87,10 @@ whose processors run one invocation at a time. One decision:
    ``"balanced"`` (the default) moves a request the rules above placed in time to its model's *home*,
    the cheapest processor that has room for that model's stream, or to a free cloud slot (the radio's
    energy), when that saves >= 20 % of its energy and still makes the effective deadline with 40 %
-   headroom after a wait of at most one run there (the cloud: its round trip's headroom);
-   ``"energy"`` takes any saving with the usual headroom; ``"deadlines"`` never moves. While the policy's own heat estimate sees the next throttling level within
-   ``heat_horizon_ms``, any saving counts and a free cloud slot may take the work (less heat).
+   headroom (the cloud: its round trip's) after a wait for the home of at most one run there or 0.3
+   of the time left, whichever is longer; ``"energy"`` takes any saving with the usual headroom;
+   ``"deadlines"`` never moves. While the policy's own heat estimate sees the next throttling level
+   within ``heat_horizon_ms``, any saving counts, with the usual headroom (less heat).
 
 No clock, no I/O, no randomness. The only state carried between decisions
 is the overload plan's (stream rates, shares, each pending request's fate) and the heat estimate, which
@@ -163,8 +164,8 @@ class EdgertPolicy:
     #: it takes ``objective`` and ``energy`` (``scheduler.registry.make_policy`` passes the profile's)
     energy_aware: ClassVar[bool] = True
 
-    __slots__ = ("cloud_margin", "eft_slack", "green", "guard_ms", "margin", "objective", "plan", "risky_margin",
-                 "supersede", "use_plan", "watch", "window")
+    __slots__ = ("cloud_margin", "eft_slack", "green", "guard_ms", "k_local", "margin", "objective", "plan",
+                 "risky_margin", "supersede", "use_plan", "watch", "window")
 
     def __init__(self, supersede: bool = True, margin: float = 0.2, cloud_margin: float = 0.4,
                  guard_ms: float = 5.0, eft_slack: float = 1.0, plan: bool = True, risky_margin: float = 0.05,
@@ -179,6 +180,7 @@ class EdgertPolicy:
         self.window = window
         self.supersede = supersede
         self.margin = margin
+        self.k_local = 1.0 + margin   # a local run's headroom factor
         self.cloud_margin = cloud_margin
         self.guard_ms = guard_ms
         self.eft_slack = eft_slack
@@ -225,8 +227,7 @@ class EdgertPolicy:
         """Place each request (most urgent first) against what more urgent ones claimed; see decide."""
         names, ready, is_cloud, free, slots, _, _, _ = procs
         plan, use_plan, known_fates, whole, reserved, overloaded, long_ms, lookup, green = setting   # see decide
-        k_local, cloud_margin, risky_margin, guard_ms = (1.0 + self.margin, self.cloud_margin, self.risky_margin,
-                                                         self.guard_ms)
+        k_local, cloud_margin, risky_margin, guard_ms = self.k_local, self.cloud_margin, self.risky_margin, self.guard_ms
         work = _new(Work, (ready[:], [], {} if self.supersede else None, [None] * len(names), [0.0] * len(names), {}))
         _, out, placed, last, last_start, rows = work   # the decision's state: see Work
         for req in ordered:
@@ -240,8 +241,7 @@ class EdgertPolicy:
                 continue
             if deadline == _INF and min(ready) > now_ms:
                 continue  # best-effort work (it sorts last) and nothing can start now: it waits
-            if fate == LOCAL and use_plan and model in whole:
-                fate = CLOUD     # seen before the plan sent its whole model to the cloud: it goes too
+            fate = CLOUD if fate == LOCAL and use_plan and model in whole else fate   # its model went whole: it goes
             target = deadline - downstream_ms   # the earliest local finish; local, free now and in time; cloud
             local, local_f, idle, idle_f, cloud, cloud_f, cloud_ms = -1, _INF, -1, _INF, -1, _INF, 0.0
             for i, ms in row:
@@ -266,9 +266,11 @@ class EdgertPolicy:
                     pick, finish = _idle_choice(model, row, idle, idle_f, target, reserved, procs, k_local, now_ms, green)
             elif local >= 0 and (fm := ready[local] + k_local * local_ms) <= target:
                 pick, finish = local, local_f             # in time after a wait: claim (or the cloud, or cheaper)
-                if green is not None or cloud >= 0 and target - guard_ms < cloud_f + cloud_margin * cloud_ms <= target:
+                if cloud >= 0 and target - guard_ms < cloud_f + cloud_margin * cloud_ms <= target:
                     pick, finish = self._wait_choice(model, row, (local, local_f, fm, cloud, cloud_f, cloud_ms),
                                                      long_ms, procs, target, now_ms, green)
+                elif green is not None:   # a cheaper placement in time
+                    pick, finish = green.choose(model, row, local, local_f, procs, target, now_ms)
             elif c := self._late_choice(req, row, target, (local, local_f, cloud, cloud_f), procs, now_ms, work):
                 pick, finish = c                          # no local processor makes it in time, even after a wait
             else:
@@ -309,7 +311,7 @@ class EdgertPolicy:
         ``earliest``: ``(local, local_f, cloud, cloud_f)``, the earliest local and cloud finishes (index -1: none).
         """
         local, local_f, cloud, cloud_f = earliest
-        if local >= 0 and swap_slot(req, row, target, work, procs, k_local=1.0 + self.margin, now_ms=now_ms):
+        if local >= 0 and swap_slot(req, row, target, work, procs, k_local=self.k_local, now_ms=now_ms):
             return None                               # took a slot whose holder moves elsewhere in time
         if cloud_f <= target:
             return cloud, cloud_f
