@@ -205,7 +205,7 @@ class Greener:
             if is_cloud[i]:   # a free slot, with the cloud's headroom
                 if st > now_ms or st + kc * ms > target:
                     continue
-            elif names[i] != home or st + k * ms > target or st - now_ms > max(self.wait * ms, wait_ms):
+            elif names[i] != home or st + k * ms > target or st - now_ms > wait_ms and st - now_ms > self.wait * ms:
                 continue
             e = mj(model, names[i], ms, is_cloud[i])
             if e < best_e:
