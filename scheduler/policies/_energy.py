@@ -188,10 +188,7 @@ class Greener:
         names, ready, is_cloud = procs[0], procs[1], procs[2]   # .names, .ready, .is_cloud (indexing: faster)
         home = self.home.get(model)
         if home is None or names[pick] == home:   # no local move: only a free cloud slot might save energy
-            last = row[-1][0]   # rows run in processor order: with the cloud last (as drivers list it), it is
-            cloud = (last if is_cloud[last] else -1) if is_cloud[-1] else next((i for i, _ in row if is_cloud[i]), -1)
-            if cloud < 0 or cloud == pick or ready[cloud] > now_ms:   # the row's last entry or not in the row
-                return pick, finish                   # nowhere to move (most requests: a few checks)
+            return self._cloud_or(model, row, pick, finish, procs, target, now_ms)
         mj = self.table.invocation_mj
         pick_e = _INF
         for i, ms in row:
@@ -211,6 +208,25 @@ class Greener:
             if e < best_e:
                 best, best_f, best_e = i, st + ms, e
         return best, best_f
+
+
+    def _cloud_or(self, model: str, row: Sequence[tuple[int, float]], pick: int, finish: float, procs: Processors,
+                  target: float, now_ms: float) -> tuple[int, float]:
+        """:meth:`choose` where no home move exists: a free cloud slot in time when it saves enough, else ``pick``."""
+        names, ready, is_cloud = procs[0], procs[1], procs[2]
+        last, cloud_ms = row[-1]   # rows run in processor order: with the cloud last (as drivers list it), it is
+        cloud = (last if is_cloud[last] else -1) if is_cloud[-1] else next((i for i, _ in row if is_cloud[i]), -1)
+        if cloud < 0 or cloud == pick or (st := ready[cloud]) > now_ms:   # the row's last entry or not in it
+            return pick, finish                       # nowhere to move (most requests: a few checks)
+        if cloud != last:
+            cloud_ms = next(ms for i, ms in row if i == cloud)
+        if st + (1.0 + self.cloud_margin) * cloud_ms > target:
+            return pick, finish
+        mj = self.table.invocation_mj
+        pick_e = next((mj(model, names[i], ms, is_cloud[i]) for i, ms in row if i == pick), _INF)
+        if mj(model, names[cloud], cloud_ms, True) < (pick_e if self.frugal else pick_e * self.keep):
+            return cloud, st + cloud_ms
+        return pick, finish
 
 
 def make_objective(objective: str, table: EnergyTable | None, margin: float, cloud_margin: float,
