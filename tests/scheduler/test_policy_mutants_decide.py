@@ -205,3 +205,56 @@ def test_a_request_that_could_finish_just_in_time_alone_stays_pending() -> None:
     pending = [req(0, "a", deadline=6.0, downstream=1.5), req(1, "b", deadline=5.0)]
     got = EdgertPolicy().decide(view(pending, [proc("cpu")], {"a": {"cpu": 3.0}, "b": {"cpu": 5.0}}), 0.0)
     assert plan(got) == [(0, "cpu")]
+
+
+def test_the_effective_deadline_decides_whether_a_free_processor_is_in_time() -> None:
+    # the idle cpu ends at 12 > 20 - 10 with the margin; the cloud (5) makes the effective deadline
+    snap = view([req(0, "h", deadline=20.0, downstream=10.0)], [proc("cpu"), CLOUD4], {"h": {"cpu": 10.0, "cloud": 5.0}})
+    assert plan(EdgertPolicy().decide(snap, 0.0)) == [(0, "cloud")]
+
+
+def test_a_free_processor_is_taken_when_the_wait_saves_exactly_the_slack() -> None:
+    # idle cpu ends at 10; the gpu (busy until 3) at 6.5: sooner by 3.5 = its run time x eft_slack 1: not more
+    snap = view([req(0, "h", deadline=30.0)], [proc("cpu"), proc("gpu", busy_until=3.0)],
+                {"h": {"cpu": 10.0, "gpu": 3.5}})
+    assert plan(EdgertPolicy().decide(snap, 0.0)) == [(0, "cpu")]
+
+
+# -- the cloud's last safe moment (cloud listed first; margin 0.25, cloud_margin 0.5: exact sums) --
+
+@pytest.mark.parametrize(("now", "cpu_busy", "deadline", "guard", "want"), [
+    (0.0, 6.0, 18.0, 5.0, [(0, "cloud")]),    # cloud 12 + 6 = 18: its last safe moment; a 6 ms wait > 2 ms slack
+    (0.0, 4.0, 18.0, 5.0, [(0, "cloud")]),    # a 4 ms wait = the 4 ms slack left: fragile
+    (100.0, 103.5, 118.0, 5.0, []),           # a 3.5 ms wait, 4.5 ms slack: the claim holds
+    (0.0, 6.0, 18.0, 0.0, []),                # no guard: not yet the last safe moment
+    (0.0, 6.0, 17.5, 5.0, []),                # the cloud is late with its margin: wait for the cpu (16 <= 17.5)
+], ids=["fragile", "wait-equals-slack", "robust", "no-guard", "cloud-late"])
+def test_the_cloud_at_its_last_safe_moment(now: float, cpu_busy: float, deadline: float, guard: float,
+                                           want: list) -> None:
+    pol = EdgertPolicy(margin=0.25, cloud_margin=0.5, guard_ms=guard)
+    snap = view([req(0, "h", deadline=deadline, arrival=now)], [CLOUD4, proc("cpu", busy_until=cpu_busy)],
+                {"h": {"cpu": 8.0, "cloud": 12.0}})
+    assert plan(pol.decide(snap, now)) == want
+
+
+class ChooserDouble:
+    """Test double for the energy choice: records what it was asked and keeps the deadline rules' pick."""
+
+    frugal = False
+
+    def __init__(self) -> None:
+        self.asked: list[tuple] = []
+
+    def choose(self, model, row, pick, finish, procs, target, now_ms):
+        self.asked.append((model, list(row), pick, finish, target, now_ms))
+        return pick, finish
+
+
+def test_the_energy_choice_is_asked_about_a_claim_with_the_request_s_figures() -> None:
+    pol = EdgertPolicy(plan=False)
+    chooser = ChooserDouble()
+    pol.green = chooser
+    snap = view([req(0, "h", deadline=40.0, downstream=5.0, arrival=10.0)], [proc("cpu", busy_until=15.0)],
+                {"h": {"cpu": 8.0}})
+    assert plan(pol.decide(snap, 10.0)) == []                       # waits for the cpu: a claim
+    assert chooser.asked == [("h", [(0, 8.0)], 0, 23.0, 35.0, 10.0)]

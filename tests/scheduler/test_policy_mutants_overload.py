@@ -190,26 +190,54 @@ def test_two_models_moving_a_little_each_add_up() -> None:
     assert len(rec.calls) == 2
 
 
-OPTIONS = {"target": 0.5, "shed_target": 0.8, "cloud_util": 0.5, "safe_margin": 0.3, "risky_margin": 0.2,
-           "cloud_jitter": 0.4}
-
-
-def test_the_plan_hands_its_options_and_the_demand_to_the_lp() -> None:
-    plan = OverloadPlan(replan_ms=1.0, **OPTIONS)
+def _planned(streams: list[tuple[str, float, float, float]], lat: dict[str, dict[str, float]], slots: int,
+             **options: float) -> OverloadPlan:
+    """A plan that saw each ``(model, period, slo, downstream)`` stream arrive from 0 to 900 ms, checked at 900."""
+    plan = OverloadPlan(replan_ms=1.0, **options)
     _checked(plan, 0.0, _est({}))
-    lat = {"hand": {"cpu": 8.0, "cloud": 14.0}, "eye": {"cpu": 3.0, "cloud": 9.0}, "long": {"cpu": 30.0, "cloud": 40.0}}
-    est = _est(lat)
-    _feed(plan, "hand", 10.0, 10, slo=30.0)
-    _feed(plan, "eye", 5.0, 19, slo=20.0, first_id=100, downstream=4.0)    # a cascade's first stage
-    _feed(plan, "long", 45.0, 3, slo=300.0, first_id=200)
-    _checked(plan, 92.0, est, cloud="cloud", slots=2)
-    demand = [Demand("eye", 18 / 90, 16.0, 2.0), Demand("hand", 9 / 90, 30.0, 1.0), Demand("long", 2 / 90, 300.0, 1.0)]
-    want, kept = plan_shares(demand, est, ["cpu"], "cloud", 2, **OPTIONS)
-    assert plan_shares(demand, est, ["cpu"], "cloud", 2) != (want, kept)   # the options matter here
+    for i, (model, period, slo, down) in enumerate(streams):
+        _feed(plan, model, period, int(900 / period) + 1, slo=slo, first_id=1000 * i, downstream=down)
+    _checked(plan, 900.0, _est(lat), cloud="cloud" if slots else None, slots=slots)
+    return plan
+
+
+LP_CASES = [  # (streams, latencies, cloud slots, options): each option changes the plan here
+    ([("m", 10.0, 100.0, 0.0)], {"m": {"cpu": 10.0, "cloud": 12.0}}, 4, {"target": 0.5}),
+    ([("m", 8.0, 23.0, 0.0)], {"m": {"cpu": 10.0, "cloud": 20.0}}, 4, {"risky_margin": 0.2}),
+    ([("long", 50.0, 60.0, 0.0), ("short", 10.0, 50.0, 0.0)],
+     {"long": {"cpu": 30.0, "cloud": 40.0}, "short": {"cpu": 7.0}}, 1, {"safe_margin": 0.3}),
+    ([("a", 20.0, 11.0, 0.0), ("b", 20.0, 100.0, 0.0)],
+     {"a": {"cpu": 10.0, "cloud": 10.0}, "b": {"cpu": 10.0, "cloud": 15.0}}, 4, {"cloud_jitter": 0.01}),
+    ([("hand", 10.0, 30.0, 0.0), ("eye", 5.0, 20.0, 4.0), ("long", 45.0, 300.0, 0.0)],
+     {"hand": {"cpu": 8.0, "cloud": 14.0}, "eye": {"cpu": 3.0, "cloud": 9.0}, "long": {"cpu": 30.0, "cloud": 40.0}},
+     2, {"shed_target": 0.8, "cloud_util": 0.5}),
+]
+
+
+@pytest.mark.parametrize(("streams", "lat", "slots", "options"), LP_CASES,
+                         ids=["target", "risky", "safe-whole", "jitter", "shed-cloud-util"])
+def test_the_plan_hands_its_options_and_the_demand_to_the_lp(streams, lat, slots, options) -> None:
+    plan = _planned(streams, lat, slots, **options)
+    demand = [Demand(m, 1.0 / period, slo - down, 2.0 if down > 0 else 1.0)
+              for m, period, slo, down in sorted(streams)]
+    cloud = "cloud" if slots else None
+    want, kept = plan_shares(demand, _est(lat), ["cpu"], cloud, slots, **options)
+    assert plan_shares(demand, _est(lat), ["cpu"], cloud, slots) != (want, kept)   # the options matter here
     assert plan.overloaded and plan.replans == 1
     assert plan.shares == pytest.approx(want) and plan.kept == pytest.approx(kept)
     assert plan.whole == frozenset(m for m, (off, _) in want.items() if off >= 1.0 - 1e-4)
     assert plan.utilization == pytest.approx(1.0 / kept)
+
+
+def test_a_whole_model_is_named() -> None:
+    plan = _planned(*LP_CASES[2][:3], **LP_CASES[2][3])
+    assert plan.whole == frozenset({"long"}) and plan.shares == {"long": (1.0, 0.0)}
+
+
+def test_a_cascade_head_counts_twice_when_the_plan_sheds() -> None:
+    # two models, each the cpu's full time; no cloud: one is shed, the one whose loss costs one deadline
+    plan = _planned([("a", 5.0, 100.0, 0.0), ("b", 5.0, 105.0, 5.0)], {"a": {"cpu": 5.0}, "b": {"cpu": 5.0}}, 0)
+    assert plan.shares == {"a": (0.0, pytest.approx(1.0))} and plan.kept == pytest.approx(0.5)
 
 
 def test_back_under_the_target_the_plan_empties() -> None:

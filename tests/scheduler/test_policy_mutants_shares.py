@@ -156,3 +156,38 @@ def test_not_whole_when_the_first_fills_the_room() -> None:
     off = _whole(demand, [[60.0], [50.0], [5.0]], [40.0, 40.0, None], cap=2.0)   # 1 + 1 = 2: both fit
     assert off == [1.0, 1.0, 0.0]
     assert math.isclose(sum(d.rate * 40.0 * o for d, o in zip(demand, off)), 2.0)
+
+
+# -- whole plans worked out by hand, with an option changed and with the defaults --
+
+SINGLE = {"m": {"cpu": 10.0, "cloud": 12.0}}
+
+
+@pytest.mark.parametrize(("demand", "lat", "slots", "options", "want", "kept"), [
+    # 1.0 of the cpu: offload down to the target (0.85 by default)
+    ([Demand("m", 0.1, 100.0)], SINGLE, 4, {}, {"m": (0.15, 0.0)}, 1.0),
+    ([Demand("m", 0.1, 100.0)], SINGLE, 4, {"target": 0.5}, {"m": (0.5, 0.0)}, 1.0),
+    # 1.25 of the cpu; the cloud (20 ms) fits the 23 ms budget with a 5 % margin, not with 20 %: then shed
+    ([Demand("m", 0.125, 23.0)], {"m": {"cpu": 10.0, "cloud": 20.0}}, 4, {}, {"m": (0.32, 0.0)}, 1.0),
+    ([Demand("m", 0.125, 23.0)], {"m": {"cpu": 10.0, "cloud": 20.0}}, 4, {"risky_margin": 0.2}, {"m": (0.0, 0.2)},
+     0.8),
+    # a long model (30 ms of a 50 ms budget elsewhere) goes whole only when the cloud serves it safely
+    ([Demand("long", 0.02, 60.0), Demand("short", 0.1, 50.0)], {"long": {"cpu": 30.0, "cloud": 40.0},
+                                                                  "short": {"cpu": 7.0}}, 1, {},
+     {"long": (0.75, 0.0)}, 1.0),
+    ([Demand("long", 0.02, 60.0), Demand("short", 0.1, 50.0)], {"long": {"cpu": 30.0, "cloud": 40.0},
+                                                                  "short": {"cpu": 7.0}}, 1, {"safe_margin": 0.3},
+     {"long": (1.0, 0.0)}, 1.0),
+    # a round trip of 10 ms against an 11 ms budget: cheap with no jitter, dear with the default
+    ([Demand("a", 0.05, 11.0), Demand("b", 0.05, 100.0)], {"a": {"cpu": 10.0, "cloud": 10.0},
+                                                            "b": {"cpu": 10.0, "cloud": 15.0}}, 4, {},
+     {"b": (1.0, 0.0)}, 1.0),
+    ([Demand("a", 0.05, 11.0), Demand("b", 0.05, 100.0)], {"a": {"cpu": 10.0, "cloud": 10.0},
+                                                            "b": {"cpu": 10.0, "cloud": 15.0}}, 4,
+     {"cloud_jitter": 0.01}, {"a": (0.3, 0.0), "b": (1.0, 0.0)}, 1.0),
+], ids=["target-default", "target", "risky-default", "risky", "safe-default", "safe", "jitter-default", "jitter"])
+def test_plans_worked_out_by_hand(demand, lat, slots, options, want, kept) -> None:
+    shares, got_kept = plan_shares(demand, _est(lat), ["cpu"], "cloud", slots, **options)
+    assert set(shares) == set(want) and got_kept == pytest.approx(kept)
+    for m, share in want.items():
+        assert shares[m] == pytest.approx(share, abs=1e-9)
