@@ -31,12 +31,17 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
              ["tests/edgert/test_runtime.py", "tests/edgert/test_stats.py"]),
     "policies": (["scheduler/policies/*"],
                  ["tests/scheduler/test_policy_contract.py", "tests/scheduler/test_policy_edgert.py",
-                  "tests/scheduler/test_policy_band.py", "tests/scheduler/test_policy_overload.py"]),
+                  "tests/scheduler/test_policy_band.py", "tests/scheduler/test_policy_overload.py",
+                  "tests/scheduler/test_policy_energy_units.py", "tests/scheduler/test_policy_mutants_shares.py",
+                  "tests/scheduler/test_policy_mutants_overload.py", "tests/scheduler/test_policy_mutants_slots.py",
+                  "tests/scheduler/test_policy_mutants_decide.py", "tests/scheduler/test_policy_mutants_streams.py",
+                  "tests/scheduler/test_policy_mutants_band.py"]),
     "loaders": (["scheduler/profile.py", "scheduler/sim/trace.py", "edgert/_loader.py"],
                 ["tests/scheduler/test_sim_profiles.py", "tests/scheduler/test_sim_trace.py",
                  "tests/scheduler/test_trace_arrival.py", "tests/inputs/test_profiles.py",
                  "tests/inputs/test_traces.py", "tests/edgert/test_runtime.py",
-                 "tests/delegates/test_profile_cmd.py"]),
+                 "tests/delegates/test_profile_cmd.py", "tests/inputs/test_profile_fields.py",
+                 "tests/inputs/test_trace_fields.py", "tests/edgert/test_loader_choice.py"]),
 }
 KILLED = {"killed", "timeout", "segfault"}   # mutmut's names for a mutant the tests caught
 
