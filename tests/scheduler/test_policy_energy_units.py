@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from scheduler.policies._energy import EnergyTable, Greener, HeatWatch, make_objective
+from scheduler.policies._energy import WAIT_SLACK, EnergyTable, Greener, HeatWatch, make_objective
 from scheduler.policies._slots import Processors
 from scheduler.power import (
     PowerSpec,
@@ -88,15 +88,16 @@ def test_energy_objective_takes_any_saving_with_the_usual_headroom_cloud_include
     table = EnergyTable.from_profile(_profile())
     green, watch = make_objective("energy", table, 0.2, 0.3, 5000.0)
     assert isinstance(green, Greener) and green.table is table
-    assert (green.k_energy, green.keep, green.cloud_margin, green.use_cloud) == (1.2, 1.0, 0.3, True)
-    assert (green.cap, green.wait, green.frugal) == (0.5, 1.0, False)
+    assert (green.k_energy, green.k_frugal, green.keep, green.cloud_margin) == (1.2, 1.2, 1.0, 0.3)
+    assert (green.cap, green.wait, green.wait_slack, green.frugal) == (0.5, 1.0, WAIT_SLACK, False)
     assert isinstance(watch, HeatWatch) and watch.horizon_ms == 5000.0 and watch.hot is False
 
 
-def test_balanced_objective_wants_a_fifth_saved_and_double_headroom_and_no_cloud() -> None:
+def test_balanced_objective_wants_a_fifth_saved_and_double_headroom_frugal_the_usual() -> None:
     green, _ = make_objective("balanced", EnergyTable.from_profile(_profile()), 0.25, 0.4, 1.0)
     assert isinstance(green, Greener)
-    assert (green.k_energy, green.keep, green.cloud_margin, green.use_cloud) == (1.5, 0.8, 0.4, False)
+    assert (green.k_energy, green.k_frugal, green.keep, green.cloud_margin) == (1.5, 1.25, 0.8, 0.4)
+    assert (green.wait, green.wait_slack) == (1.0, WAIT_SLACK)
 
 
 @pytest.mark.parametrize("thermal", [None, ThermalSpec(10.0, 10.0, 25.0, ())], ids=["none", "no-levels"])
@@ -172,9 +173,9 @@ def _procs(ready: list[float]) -> Processors:
 ROW = [(0, 10.0), (1, 10.0), (2, 10.0), (3, 20.0)]
 
 
-def _greener(use_cloud: bool = False, measured: dict | None = None, cloud_mj: float = 50.0) -> Greener:
+def _greener(measured: dict | None = None, cloud_mj: float = 50.0, **options: float) -> Greener:
     g = Greener(EnergyTable({"cpu": 3.0, "gpu": 1.0, "npu": 0.5}, measured or {}, {"m": cloud_mj}), 1.4, 0.8, 0.4,
-                use_cloud=use_cloud)
+                **options)
     g.home = {"m": "gpu"}
     return g
 
@@ -206,30 +207,43 @@ def test_waiting_for_the_home_is_at_most_one_run(gpu_ready: float, result: tuple
 
 def test_nothing_to_move_when_the_request_is_home_or_homeless() -> None:
     g = _greener(cloud_mj=0.0)
-    assert g.choose("m", ROW, 1, 110.0, _procs([100.0] * 4), 500.0, 100.0) == (1, 110.0)
-    assert g.choose("x", ROW, 0, 110.0, _procs([100.0] * 4), 500.0, 100.0) == (0, 110.0)
+    busy_cloud = _procs([100.0, 100.0, 100.0, 150.0])   # (a free slot would take it: 0 mJ of radio)
+    assert g.choose("m", ROW, 1, 110.0, busy_cloud, 500.0, 100.0) == (1, 110.0)
+    assert g.choose("x", ROW, 0, 110.0, busy_cloud, 500.0, 100.0) == (0, 110.0)
 
 
-@pytest.mark.parametrize(("use_cloud", "frugal", "to_cloud"), [(True, False, True), (False, True, True),
-                                                               (False, False, False)])
-def test_a_free_cloud_slot_may_take_it_with_use_cloud_or_frugal(use_cloud: bool, frugal: bool, to_cloud: bool) -> None:
-    g = _greener(use_cloud=use_cloud, cloud_mj=1.0)
+@pytest.mark.parametrize(("cloud_mj", "frugal", "to_cloud"), [(1.0, False, True), (7.9, False, True),
+                                                              (8.0, False, False), (9.9, True, True),
+                                                              (10.0, True, False)])
+def test_a_free_cloud_slot_takes_it_when_its_radio_saves_enough(cloud_mj: float, frugal: bool, to_cloud: bool) -> None:
+    g = _greener(cloud_mj=cloud_mj)
     g.frugal = frugal
-    # picked on its home already: only the cloud can be cheaper (1 mJ of radio vs 10 mJ)
+    # picked on its home already (10 mJ): only the cloud can be cheaper, by keep (< 8 mJ) or, frugal, at all
     assert g.choose("m", ROW, 1, 110.0, _procs([100.0] * 4), 500.0, 100.0) == ((3, 120.0) if to_cloud else (1, 110.0))
+
+
+@pytest.mark.parametrize(("gpu_ready", "target", "moved"), [(120.0, 500.0, True), (120.5, 500.0, False),
+                                                            (110.5, 135.0, False)])
+def test_a_roomy_deadline_may_wait_for_the_home_a_share_of_its_time_left(gpu_ready: float, target: float,
+                                                                         moved: bool) -> None:
+    # wait_slack 0.05 of 500 - 100 ms = 20 ms: longer than one run (10 ms); with 35 ms left, one run it is
+    g = _greener(wait_slack=0.05)
+    ready = [100.0, gpu_ready, 100.0, 100.0]
+    got = g.choose("m", ROW, 0, 110.0, _procs(ready), target, 100.0)
+    assert got == ((1, gpu_ready + 10.0) if moved else (0, 110.0))
 
 
 @pytest.mark.parametrize(("cloud_ready", "target", "to_cloud"), [(100.0, 128.0, True), (100.0, 127.0, False),
                                                                  (100.5, 500.0, False)],
                          ids=["edge", "short", "busy"])
 def test_the_cloud_only_free_now_and_with_its_margin(cloud_ready: float, target: float, to_cloud: bool) -> None:
-    g = _greener(use_cloud=True, cloud_mj=1.0)
+    g = _greener(cloud_mj=1.0)
     ready = [100.0, 100.0, 100.0, cloud_ready]
     assert g.choose("m", ROW, 1, 110.0, _procs(ready), target, 100.0)[0] == (3 if to_cloud else 1)
 
 
 def test_a_costly_cloud_slot_is_not_taken_and_a_cloud_pick_may_come_home() -> None:
-    g = _greener(use_cloud=True, cloud_mj=20.0)
+    g = _greener(cloud_mj=20.0)
     assert g.choose("m", ROW, 1, 110.0, _procs([100.0] * 4), 500.0, 100.0) == (1, 110.0)
     # picked on the cloud (20 mJ of radio): its home spends 10
     assert g.choose("m", ROW, 3, 120.0, _procs([100.0] * 4), 500.0, 100.0) == (1, 110.0)
@@ -237,7 +251,7 @@ def test_a_costly_cloud_slot_is_not_taken_and_a_cloud_pick_may_come_home() -> No
 
 def test_a_busy_cloud_listed_first_does_not_end_the_search() -> None:
     row = [(3, 20.0), (0, 10.0), (1, 10.0)]
-    g = _greener(use_cloud=True, cloud_mj=1.0)
+    g = _greener(cloud_mj=1.0)
     assert g.choose("m", row, 0, 110.0, _procs([100.0, 100.0, 100.0, 150.0]), 500.0, 100.0) == (1, 110.0)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from scheduler.policies._slots import (
     Processors,
     Work,
-    _earliest,
     _idle_choice,
     _processor_table,
     _row,
@@ -20,9 +19,12 @@ from scheduler.policies._slots import (
     swap_slot,
     take_older_slot,
 )
+from scheduler.policies.edgert import EdgertPolicy
 from scheduler.types import Assignment, ProcessorView, RequestView
+from tests.scheduler.policy_snapshots import plan, proc, req, view
 
 K = 1.2
+CLOUD4 = ProcessorView("cloud", "cloud", slots=4, free_slots=4)
 
 
 def _procs(names: list[str], ready: list[float], cloud: tuple[str, ...] = ("cloud",)) -> Processors:
@@ -75,18 +77,26 @@ def test_row_from_the_estimator_or_a_lookup() -> None:
 
 # -- the earliest finishes --
 
-def test_earliest_with_nothing_local() -> None:
-    assert _earliest([(1, 5.0)], [0.0, 3.0], [False, True], 0.0, K, 100.0) == (-1, float("inf"), -1, float("inf"),
-                                                                               1, 8.0, 5.0)
-    assert _earliest([(0, 5.0)], [0.0], [False], 0.0, K, 100.0) == (0, 5.0, 0, 5.0, -1, float("inf"), 0.0)
+def test_a_model_that_runs_only_in_the_cloud_goes_there() -> None:
+    pol = EdgertPolicy(plan=False)
+    got = pol.decide(view([req(0, "m", deadline=100.0)], [proc("cpu"), CLOUD4], {"m": {"cloud": 5.0}}), 0.0)
+    assert plan(got) == [(0, "cloud")]
 
 
-def test_earliest_ties_keep_the_first_and_idle_needs_the_margin_exactly() -> None:
-    row = [(0, 10.0), (1, 10.0), (2, 5.0), (3, 5.0)]
-    ready = [0.0, 0.0, 2.0, 2.0]
-    is_cloud = [False, False, True, True]
-    assert _earliest(row, ready, is_cloud, 0.0, K, 12.0) == (0, 10.0, 0, 10.0, 2, 7.0, 5.0)
-    assert _earliest(row, ready, is_cloud, 0.0, K, 11.9)[2:4] == (-1, float("inf"))
+def test_the_earliest_local_finish_ties_keep_the_first_processor() -> None:
+    lat = {"m": {"cpu": 10.0, "gpu": 10.0}}
+    got = EdgertPolicy(plan=False).decide(view([req(0, "m", deadline=100.0)], [proc("cpu"), proc("gpu")], lat), 0.0)
+    assert plan(got) == [(0, "cpu")]
+
+
+def test_a_free_processor_takes_a_request_only_with_the_margin_exactly() -> None:
+    # margin 0.2: a 10 ms run on the free cpu makes a 12 ms deadline (10 x 1.2); at 11.9 ms it does not, and
+    # the cloud (5 ms) that makes it takes the request instead
+    lat = {"m": {"cpu": 10.0, "cloud": 5.0}}
+    for deadline, where in ((12.0, "cpu"), (11.9, "cloud")):
+        got = EdgertPolicy(plan=False).decide(view([req(0, "m", deadline=deadline, arrival=0.0)],
+                                                   [proc("cpu"), CLOUD4], lat), 0.0)
+        assert plan(got) == [(0, where)], deadline
 
 
 # -- a multi-slot processor after a claim --
