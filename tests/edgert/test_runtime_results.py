@@ -150,3 +150,32 @@ def test_the_hot_path_constructor_builds_the_same_frozen_result():
     assert all(getattr(fast, f) == getattr(slow, f) for f in Result.__dataclass_fields__ if f != "outputs")
     with pytest.raises(FrozenInstanceError):
         fast.status = "ok"  # type: ignore[misc]
+
+
+class RecordsDownstream:
+    """Test double policy: places every request on the first processor, noting each model's downstream_ms."""
+
+    name = "records_downstream"
+
+    def __init__(self) -> None:
+        self.seen: dict[str, float] = {}
+
+    def decide(self, view, now_ms):   # noqa: ANN001
+        from scheduler.types import Assignment
+
+        for r in view.pending:
+            self.seen[r.model] = r.downstream_ms
+        return [Assignment(r.id, view.processors[0].name) for r in view.pending]
+
+
+def test_a_stage_with_a_cascade_after_it_tells_the_policy_the_fastest_time_that_cascade_needs(model_dir):
+    pol = RecordsDownstream()
+    with edgert.Runtime(scheduler=pol, delegates=["ort-cpu"], cpu_workers=2) as rt:
+        rt.load(model_dir / "tiny.onnx", name="lm")
+        det = rt.load(model_dir / "mlp.onnx", name="det", then=["lm"])
+        solo = rt.load(model_dir / "mlp.onnx", name="solo")
+        rt.estimator.seed("lm", "cpu0", 7.0)
+        rt.estimator.seed("lm", "cpu1", 3.0)
+        assert det.submit(genmodels.example_inputs("mlp")).result().status == "ok"
+        assert solo.submit(genmodels.example_inputs("mlp")).result().status == "ok"
+    assert pol.seen == {"det": 3.0, "solo": 0.0}   # the fastest processor's estimate for lm; none after solo
