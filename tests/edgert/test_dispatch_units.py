@@ -16,6 +16,7 @@ import edgert
 from edgert._dispatch import REPROBE_MS, Dispatcher
 from edgert._model import LoadedModel
 from edgert._result import Request
+from edgert._stats import ModelStats
 from edgert._worker import Worker
 from scheduler.estimator import LatencyEstimator
 from scheduler.types import ProcessorView, RequestView
@@ -69,6 +70,62 @@ def test_a_worker_with_a_free_slot_is_not_busy_and_an_unhealthy_one_is_unavailab
     assert d._view(w, 20.0, d.estimator.expected_ms) == ProcessorView("cloud", "cloud", 0.0, 0.0, 0, True, 4, 3)
     w.running, w.unhealthy_until_ms = [], 500.0
     assert d._view(w, 20.0, d.estimator.expected_ms) == ProcessorView("cloud", "cloud", 0.0, 0.0, 0, False, 4, 4)
+
+
+def test_a_worker_is_available_again_from_the_moment_its_rest_ends() -> None:
+    d = _dispatcher({}, ("gpu", "gpu", 1))
+    w = d._workers[0]
+    w.unhealthy_until_ms = 20.0
+    assert d._view(w, 20.0, d.estimator.expected_ms).available is True
+    assert d._view(w, 19.9, d.estimator.expected_ms).available is False
+
+
+# -- requests nothing will place --
+
+def _unplaceable(*pending: Request, busy: bool = False, gpu_rests_until: float = -math.inf) -> list[str]:
+    """Reasons of the requests ``_drop_unplaceable_locked`` drops at now = 50 ms; gpu and cpu0 run "m"."""
+    d = _dispatcher({"m": {"gpu": 4.0, "cpu0": 9.0}}, ("gpu", "gpu", 1), ("cpu0", "cpu", 1))
+    d._workers[0].unhealthy_until_ms = gpu_rests_until
+    if busy:
+        d._workers[0].running = [_request(99, "m", start_ms=45.0)]
+    for req in pending:
+        d._pending[req.id] = req
+        d._stats.setdefault(req.model.name, ModelStats())
+        d._inflight += 1
+    done: list = []
+    with d._lock:   # (as the dispatcher calls it: its completion notifies waiters on that lock)
+        d._drop_unplaceable_locked(50.0, done)
+    assert sorted(d._pending) == sorted(r.id for r in pending if all(r is not q for q, _ in done))
+    return [res.error.reason for _, res in done]
+
+
+def test_a_model_no_processor_runs_is_dropped_saying_so() -> None:
+    assert _unplaceable(_request(0, "x")) == ["no processor of this runtime can run model 'x'"]
+
+
+def test_a_request_left_unplaced_while_its_processors_idle_is_dropped_naming_the_policy() -> None:
+    assert _unplaceable(_request(0, "m")) == [
+        "left unplaced by scheduler 'places_nothing' while every processor that could run it was idle"]
+
+
+def test_a_request_whose_processors_rest_after_a_fault_is_dropped_naming_them() -> None:
+    assert _unplaceable(_request(0, "m"), gpu_rests_until=60.0) == [
+        "its processors ['gpu'] are unhealthy after a fault"]
+    assert _unplaceable(_request(0, "m"), gpu_rests_until=50.0)[0].startswith("left unplaced")   # rested
+
+
+def test_a_request_with_a_busy_processor_waits_and_the_next_is_still_looked_at() -> None:
+    # "m" can wait for the busy gpu; "x" after it is still dropped
+    assert _unplaceable(_request(0, "m"), _request(1, "x"), busy=True) == [
+        "no processor of this runtime can run model 'x'"]
+
+
+def test_the_fastest_time_for_a_model_nothing_has_estimated_is_zero() -> None:
+    from edgert._runtime import Runtime
+
+    d = _dispatcher({"m": {"gpu": 4.0, "cpu0": 9.0}}, ("gpu", "gpu", 1), ("cpu0", "cpu", 1))
+    assert Runtime._fastest_ms(d, "m") == 4.0   # type: ignore[arg-type]  # (its workers and estimator)
+    assert Runtime._fastest_ms(d, "x") == 0.0   # type: ignore[arg-type]
 
 
 # -- a fault on an accelerator --
