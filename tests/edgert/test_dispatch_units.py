@@ -80,6 +80,23 @@ def test_a_worker_is_available_again_from_the_moment_its_rest_ends() -> None:
     assert d._view(w, 19.9, d.estimator.expected_ms).available is False
 
 
+# -- what a run teaches the estimator --
+
+def test_the_first_run_of_an_unmeasured_pair_is_its_prior_then_runs_average_in() -> None:
+    d = _dispatcher({"m": {"gpu": 1.0, "gpu2": 1.0}, "n": {"gpu": 4.0, "gpu2": 4.0}}, ("gpu", "gpu", 1),
+                    ("gpu2", "gpu", 1))
+    gpu = d._workers[0]
+    gpu.peers = ("gpu", "gpu2")   # one processor, two workers: one estimate
+    d._unmeasured = {("m", "gpu"), ("m", "gpu2")}
+    est, alpha = d.estimator, d.estimator.alpha
+    d._observe("n", gpu, 10.0)    # a measured pair averages in, whatever else is still unmeasured
+    assert est.expected_ms("n", "gpu") == est.expected_ms("n", "gpu2") == 4.0 + alpha * 6.0
+    d._observe("m", gpu, 10.0)    # the first run of m: the prior of both peers
+    assert (est.expected_ms("m", "gpu"), est.prior_ms("m", "gpu2"), d._unmeasured) == (10.0, 10.0, set())
+    d._observe("m", gpu, 20.0)
+    assert est.expected_ms("m", "gpu") == est.expected_ms("m", "gpu2") == 10.0 + alpha * 10.0
+
+
 # -- requests nothing will place --
 
 def _unplaceable(*pending: Request, busy: bool = False, gpu_rests_until: float = -math.inf) -> list[str]:
