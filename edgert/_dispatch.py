@@ -212,9 +212,9 @@ class Dispatcher:
             if err is None:
                 self._observe(req.model.name, w, end - req.start_ms)
                 status = OK if end <= req.deadline_ms else LATE
-                res = completed(outputs_dict(req.model.output_names, outs), status, w.name, delegate,  # type: ignore[arg-type]
-                                end - req.arrival_ms, req.start_ms - req.arrival_ms, req.model.name,
-                                req.id, req.deadline_ms, req.arrival_ms, req.frame, req.trace_id)
+                outputs = outputs_dict(req.model.output_names, outs)  # type: ignore[arg-type]  # set when err is None
+                res = completed(outputs, status, w.name, delegate, end - req.arrival_ms, req.start_ms - req.arrival_ms,
+                                req.model.name, req.id, req.deadline_ms, req.arrival_ms, req.frame, req.trace_id)
                 self._complete_locked(req, res, w.name, end, done)
             elif not self._replace_locked(w, req, end):
                 self._fail_locked(req, err, end, done)

@@ -136,17 +136,18 @@ class Greener:
         wait_slack: … or, when longer, this share of the time left to the effective deadline: a stream with a
             roomy deadline waits its turn on the home (as a fixed placement would) rather than taking a
             costlier processor free now.
-
         k_frugal: the headroom factor while :attr:`frugal` (default ``k_energy``).
 
     While :attr:`frugal` (the heat watch sees the throttle near) any saving counts (``keep`` = 1), with
     ``k_frugal``'s headroom.
     """
 
-    __slots__ = ("cap", "cloud_margin", "frugal", "home", "k_energy", "k_frugal", "keep", "table", "wait", "wait_slack")
+    __slots__ = ("cap", "cloud_margin", "frugal", "home", "k_energy", "k_frugal", "keep", "table", "wait",
+                 "wait_slack")
 
     def __init__(self, table: EnergyTable, k_energy: float, keep: float, cloud_margin: float,
-                 cap: float = 0.5, wait: float = 1.0, k_frugal: float | None = None, wait_slack: float = 0.0) -> None:
+                 cap: float = 0.5, wait: float = 1.0, k_frugal: float | None = None,
+                 wait_slack: float = 0.0) -> None:
         self.table = table
         self.k_energy = k_energy
         self.k_frugal = k_energy if k_frugal is None else k_frugal
@@ -208,7 +209,6 @@ class Greener:
             if e < best_e:
                 best, best_f, best_e = i, st + ms, e
         return best, best_f
-
 
     def _cloud_or(self, model: str, row: Sequence[tuple[int, float]], pick: int, finish: float, procs: Processors,
                   target: float, now_ms: float) -> tuple[int, float]:
