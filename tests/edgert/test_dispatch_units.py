@@ -6,6 +6,7 @@ testing found unchecked (a mutant changed them and the suite stayed green)."""
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
 from collections import deque
@@ -190,3 +191,33 @@ def test_worker_state_helpers_count_slots() -> None:
     w = Worker("cloud", "cloud", [], threading.Lock(), capacity=2)
     w.running = [_request(0, "a")]
     assert w.has_free_slot() and w.idle_view == ProcessorView("cloud", "cloud", 0.0, 0.0, 0, True, 2, 2)
+
+
+# -- a bug of ours while running --
+
+class SessionWithABug:
+    """Test double session: running raises something no backend error maps to (a bug of ours)."""
+
+    def run(self, feeds):   # noqa: ANN001
+        raise RuntimeError("boom")
+
+
+@pytest.mark.bug_log_expected
+def test_a_bug_while_running_fails_the_request_with_it_chained_and_logged(caplog) -> None:
+    d = _dispatcher({"m": {"cpu0": 1.0}}, ("cpu0", "cpu", 1))
+    w = d._workers[0]
+    w.sessions["m"] = (None, SessionWithABug())   # type: ignore[assignment]  # (no delegate needed)
+    req = _request(5, "m", start_ms=d.now_ms(), deadline_ms=math.inf)
+    req.worker = w
+    d._stats["m"], d._inflight = ModelStats(), 1
+    w.running.append(req)
+    with caplog.at_level(logging.ERROR, logger="edgert.bug"):
+        d._run(w, req)
+    res = req.result
+    assert res is not None and (res.status, res.processor, res.outputs) == ("failed", "cpu0", None)
+    assert type(res.error) is edgert.EdgeRTError and isinstance(res.error.__cause__, RuntimeError)
+    assert str(res.error) == "cpu0 raised RuntimeError('boom') running 'm' (a bug: see the edgert.bug log)"
+    (rec,) = [r for r in caplog.records if r.name == "edgert.bug"]
+    assert rec.getMessage() == "cpu0 raised running 'm' (request 5)"
+    assert rec.exc_info is not None and rec.exc_info[1] is res.error.__cause__
+    assert w.running == [] and d._inflight == 0
