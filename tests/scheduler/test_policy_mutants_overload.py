@@ -8,6 +8,7 @@ Streams here are exactly periodic, so every rate and budget is known by hand.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -88,13 +89,19 @@ def test_budget_is_averaged_from_arrival_to_effective_deadline() -> None:
     assert plan.tight_ms == pytest.approx(79.0)
 
 
-def test_a_check_waits_for_replan_ms_exactly() -> None:
-    plan = OverloadPlan(replan_ms=50.0)
+def _fed_plan(replan_ms: float) -> tuple[OverloadPlan, RecorderDouble, Any]:
+    """A plan whose clock started at 0 and has seen stream "m" (every 5 ms, SLO 100 ms), its demand recorder,
+    and an estimator that runs "m" on the cpu in 1 ms."""
+    plan = OverloadPlan(replan_ms=replan_ms)
     rec = RecorderDouble()
     plan.on_demand = rec
     _checked(plan, 0.0, _est({}))
     _feed(plan, "m", 5.0, 10, slo=100.0)
-    est = _est({"m": {"cpu": 1.0}})
+    return plan, rec, _est({"m": {"cpu": 1.0}})
+
+
+def test_a_check_waits_for_replan_ms_exactly() -> None:
+    plan, rec, est = _fed_plan(50.0)
     _checked(plan, 49.9, est)
     assert rec.calls == [] and plan.tight_ms == math.inf
     _checked(plan, 50.0, est)
@@ -107,12 +114,7 @@ def test_a_check_waits_for_replan_ms_exactly() -> None:
 
 
 def test_a_check_with_nothing_due_changes_nothing() -> None:
-    plan = OverloadPlan(replan_ms=10.0)
-    rec = RecorderDouble()
-    plan.on_demand = rec
-    _checked(plan, 0.0, _est({}))
-    _feed(plan, "m", 5.0, 10, slo=100.0)
-    est = _est({"m": {"cpu": 1.0}})
+    plan, rec, est = _fed_plan(10.0)
     _checked(plan, 46.0, est)
     assert len(rec.calls) == 1
     plan.tight_ms = -1.0                                # a marker: a check that is not due leaves it
