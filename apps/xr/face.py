@@ -104,6 +104,7 @@ class FaceTracker(DetectAndTrack[Face]):
                  faces: list[Face]) -> None:
         out = outputs(res)
         if out is None:
+            self._unseen(r)
             return
         score = float(1.0 / (1.0 + np.exp(-out[1].reshape(-1)[0])))
         if score < PRESENCE_MIN:

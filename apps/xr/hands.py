@@ -101,6 +101,7 @@ class HandTracker(DetectAndTrack[Hand]):
     def _on_landmarks(self, res: edgert.Result, r: roi.Rect, hands: list[Hand]) -> None:
         out = outputs(res)
         if out is None:
+            self._unseen(r)
             return
         presence = float(out[1].reshape(-1)[0])
         if presence < PRESENCE_MIN:

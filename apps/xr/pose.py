@@ -100,6 +100,7 @@ class PoseTracker(DetectAndTrack[Pose]):
     def _on_landmarks(self, res: edgert.Result, r: roi.Rect, poses: list[Pose]) -> None:
         out = outputs(res)
         if out is None:
+            self._unseen(r)
             return
         flag = float(out[1].reshape(-1)[0])
         if flag < PRESENCE_MIN:

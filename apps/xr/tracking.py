@@ -11,7 +11,11 @@ the detector runs on every frame.
 A stream subclass says what its detector sees (:meth:`DetectAndTrack._detector_input`), which
 regions its detections give (:meth:`DetectAndTrack._detection_rois`) and how it submits its
 landmark stage (:meth:`DetectAndTrack._submit_landmarks`); a landmark stage that finds its
-subject again calls :meth:`DetectAndTrack._keep` with the next frame's region.
+subject again calls :meth:`DetectAndTrack._keep` with the next frame's region, and one whose
+request never ran (the runtime dropped it: shed under overload, or hopeless for its deadline)
+calls :meth:`DetectAndTrack._unseen` with the region it was for. Not looking is not losing: the
+region is tracked on, unchanged, for up to ``MAX_UNSEEN`` frames in a row, instead of sending the
+next frame to the detector, which would cost more work exactly when the device has too much.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from apps.xr import roi
 from apps.xr.stages import Runner, outputs
 
 ASSOCIATION_MIN = 0.5   # AssociationNormRectCalculator min_similarity_threshold
+#: frames in a row a region may go unlooked-at (its landmark request dropped) and still be tracked
+MAX_UNSEEN = 3
 
 T = TypeVar("T")
 
@@ -44,6 +50,8 @@ class DetectAndTrack(Generic[T]):
         self.detector = detector
         self.max_instances, self.tracking, self.detect_every = max_instances, tracking, max(1, detect_every)
         self._rois: list[roi.Rect] = []
+        self._unseen_for: dict[int, int] = {}   # id(region) -> frames in a row it went unlooked-at
+        self._ages: dict[int, int] = {}         # the same for this frame's tracked regions
         self._frames = 0
         self.detector_runs = 0
         self.frames_tracked = 0
@@ -51,11 +59,14 @@ class DetectAndTrack(Generic[T]):
     def reset(self) -> None:
         """Forget what is tracked (the next frame runs the detector)."""
         self._rois = []
+        self._unseen_for = {}
 
     def start(self, frame: np.ndarray, run: Runner, found: list[T]) -> None:
         """Submit this frame's requests; what the landmark stages find is appended to ``found``."""
         tracked = list(self._rois) if self.tracking else []
         self._rois = []
+        ages, self._unseen_for = self._unseen_for, {}
+        self._ages = {id(r): ages.get(id(r), 0) for r in tracked}
         detect = len(tracked) < self.max_instances and (not tracked or self._frames % self.detect_every == 0)
         self._frames += 1
         for r in tracked:
@@ -85,6 +96,14 @@ class DetectAndTrack(Generic[T]):
         """Track ``r`` into the next frame (a no-op in static-image mode)."""
         if self.tracking:
             self._rois.append(r)
+
+    def _unseen(self, r: roi.Rect) -> None:
+        """The landmark request for region ``r`` never ran: track ``r`` on as it is, unless it already went
+        unlooked-at for ``MAX_UNSEEN`` frames in a row (then the detector looks again)."""
+        age = self._ages.get(id(r), 0) + 1
+        if self.tracking and age <= MAX_UNSEEN:
+            self._rois.append(r)
+            self._unseen_for[id(r)] = age
 
     # -- what a stream says ------------------------------------------------------------------
     def _detector_input(self, frame: np.ndarray) -> np.ndarray:
