@@ -23,7 +23,7 @@ CLOUD4 = ProcessorView("cloud", "cloud", slots=4, free_slots=4)
 
 # -- options --
 
-@pytest.mark.parametrize("opt", ["eft_slack", "risky_margin"])
+@pytest.mark.parametrize("opt", ["eft_slack", "risky_margin", "short_first"])
 def test_negative_options_rejected(opt: str) -> None:
     with pytest.raises(ValueError, match=f"^{opt} must be >= 0, got -1$"):
         EdgertPolicy(**{opt: -1})
@@ -114,6 +114,30 @@ def test_a_planned_offload_to_a_busy_cloud_stays_local() -> None:
     busy = ProcessorView("cloud", "cloud", busy_until_ms=5.0, queued_ms=0.0, slots=4, free_slots=0)
     snap = view([req(0, "m", deadline=100.0)], [busy, proc("cpu")], {"m": {"cpu": 5.0, "cloud": 20.0}})
     assert plan(pol.decide(snap, 0.0)) == [(0, "cpu")]
+
+
+# -- the order under overload: the shorter of two requests due about together goes first --
+
+def _first(overloaded: bool, pose_deadline: float = 33.0, **options: float) -> list:
+    """A 9 ms pose and a 1 ms face request on one cpu: which one starts now."""
+    pol = EdgertPolicy(objective="deadlines", **options)
+    pol.plan.overloaded = overloaded
+    snap = view([req(0, "pose", deadline=pose_deadline), req(1, "face", deadline=33.5)], [proc("cpu")],
+                {"pose": {"cpu": 9.0}, "face": {"cpu": 1.0}})
+    return plan(pol.decide(snap, 0.0))
+
+
+@pytest.mark.parametrize(("overloaded", "pose_deadline", "options", "first"), [
+    (False, 33.0, {}, 0),                        # everything fits: plain EDF, the earlier deadline
+    (True, 33.0, {}, 1),                         # 33.5 + 1 x 1 < 33 + 1 x 9: the short one
+    (True, 33.0, {"short_first": 0.0}, 0),       # the rule off
+    (True, 25.4, {}, 0),                         # 25.4 + 9 = 34.4 < 33.5 + 1: due enough earlier, the long one
+    (True, 25.6, {}, 1),                         # 34.6 > 34.5
+    (True, 33.0, {"short_first": 0.05}, 0),      # 33 + 0.45 < 33.5 + 0.05
+], ids=["fits", "overloaded", "off", "edge-below", "edge-above", "weight"])
+def test_under_overload_the_shorter_request_due_about_together_goes_first(
+        overloaded: bool, pose_deadline: float, options: dict, first: int) -> None:
+    assert _first(overloaded, pose_deadline, **options)[0] == (first, "cpu")
 
 
 # -- a long run on an overloaded device --
