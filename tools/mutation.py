@@ -4,7 +4,7 @@ mutmut rewrites the files it mutates, so this never runs in the checkout: it cop
 files to a scratch directory, writes that copy's ``setup.cfg`` ``[mutmut]`` section for one group
 (the files to mutate and the fast tests that target them) and runs ``mutmut run`` there.
 
-    pip install mutmut==3.8.1
+    pip install mutmut==3.8.1 pytest-timeout
     python tools/mutation.py core            # or: policies, loaders, all
     python tools/mutation.py policies --dir /tmp/mut-policies --jobs 2
     python tools/mutation.py core --sample 'edgert._stats*'   # only mutants matching a glob
@@ -45,6 +45,10 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
                  "tests/inputs/test_trace_fields.py", "tests/edgert/test_loader_choice.py"]),
 }
 KILLED = {"killed", "timeout", "segfault"}   # mutmut's names for a mutant the tests caught
+#: per-test wall-clock limit under mutation (pytest-timeout). The targeted tests take <= 0.2 s each; a mutant
+#: that makes one block (a lost wake-up, a lock never released) burns no CPU, so mutmut's CPU-time limit
+#: never fires and the suite's own 300 s limit made each such mutant cost minutes. Failing it here kills it.
+TEST_TIMEOUT_S = 5
 
 
 def config(files: list[str], tests: list[str]) -> str:
@@ -53,7 +57,7 @@ def config(files: list[str], tests: list[str]) -> str:
         return f"{key} =\n" + "".join(f"    {v}\n" for v in values)
     return ("[mutmut]\n" + block("source_paths", ["edgert", "scheduler"]) + block("only_mutate", files)
             + block("also_copy", ["tests", "recursion", "apps", "delegates", "pyproject.toml"])
-            + block("pytest_add_cli_args", ["-p", "no:randomly", "-q", "-x"])
+            + block("pytest_add_cli_args", ["-p", "no:randomly", "-q", "-x", f"--timeout={TEST_TIMEOUT_S}"])
             + block("pytest_add_cli_args_test_selection", tests))
 
 

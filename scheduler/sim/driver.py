@@ -47,7 +47,6 @@ expected latency) and updated by EMA with every simulated run.
 from __future__ import annotations
 
 import difflib
-import itertools
 import math
 from collections.abc import Callable, Sequence
 from heapq import heappop, heappush
@@ -166,7 +165,7 @@ class Simulation:
         self._start = [_NAN] * n
         self._end = [_NAN] * n
         self._dropped = bytearray(n)   # 1 = dropped; a request that ran is ok or late by its end
-        self._proc: list[SimProcessor | None] = [None] * n
+        self._proc: list[Any] = [None] * n   # by request id: the SimProcessor it ran on (None: it never ran)
         self._reasons: dict[int, str] = {}
         self._done: list[int] = []
         self._children = _firing_children(self.workload)
@@ -201,35 +200,35 @@ class Simulation:
         """Every event in ``(time, priority, seq)`` order: at each instant the completions (a run frees its processor,
         which starts its queue's head; its cascade stages become ready), root arrivals, one decision if any pending."""
         mcode, mname, sname, frame, deadline, down = self._request_columns()
-        ready, start, end, children, gap = self._ready, self._start, self._end, self._children, self._gap
-        proc: list[SimProcessor] = self._proc   # type: ignore[assignment]  # a request that completes ran somewhere
+        ready, start, end, children, gap, proc = self._ready, self._start, self._end, self._children, self._gap, self._proc
         pending, stale, heap, ema, alpha = self._pending, self._stale, self._heap, *self._ema()
         done_append, pop, push, inf, RV = self._done.append, heappop, heappush, math.inf, RequestView
         decide_now = self._decision_step(start_run := self._start_step())
         group_t, group_ids = arrival_groups(self.workload)
-        n_groups, gi, decisions, now = len(group_t), 0, 0, 0.0
-        ta = group_t[0] if n_groups else inf   # time of the next root arrival group
+        gi, decisions, now, n_groups, ta = 0, 0, 0.0, len(group_t), group_t[0] if group_t else inf   # ta: next arrival
         try:
             while True:
-                if (t := heap[0][0] if heap and heap[0][0] <= ta else ta) == inf:   # the next event's time
+                if heap:   # the next event's time (statements: fewer opcodes than one conditional expression)
+                    now = heap[0][0]
+                    if ta < now:
+                        now = ta
+                elif ta == inf:
                     break
-                now = t
+                else:
+                    now = ta
                 while heap and heap[0][0] == now:   # priority 0: completions at this instant, FIFO
                     if (rid := pop(heap)[2]) < 0:   # a cascade stage, its app-side gap over: ready now
                         ready[c := -rid - 1] = now
                         pending[c] = _new(RV, (c, mname[c], now, deadline[c], sname[c], frame[c], down[c], None))
                         continue
-                    p = proc[rid]
-                    p.running.remove(rid)
+                    (p := proc[rid]).running.remove(rid)
                     old = ema[k := p.keys[mcode[rid]]]
                     ema[k] = old + alpha * (now - start[rid] - old)
                     end[rid] = now
                     done_append(rid)
-                    queue = p.queue
-                    if queue:   # the processor starts the head of its FIFO queue
+                    if queue := p.queue:   # the processor starts the head of its FIFO queue
                         q = queue.popleft()
-                        qc = p.qcount
-                        if qc[m := mcode[q]] == 1:
+                        if (qc := p.qcount)[m := mcode[q]] == 1:
                             del qc[m]
                         else:
                             qc[m] -= 1
@@ -265,16 +264,18 @@ class Simulation:
         start order)."""
         hand, start, proc, heap, mcode = self._hand, self._start, self._proc, self._heap, self._mcode
         heated = self.heat.run_ms if self.heat is not None else None   # throttle + energy, when modelled
-        push, seq = heappush, itertools.count(1).__next__   # (a C counter: cheaper than a nonlocal per start)
+        push, seq = heappush, 0   # seq: completions at one end time in start order, (end, seq, id) on the heap
 
         def start_run(p: SimProcessor, rid: int, lat: tuple[float, float, list[float]], now: float) -> None:
+            nonlocal seq
             ms = lat[0] * lat[2][rid] + lat[1]   # mean x this request's drawn factor + the extra
             if heated is not None:
                 ms = heated(p.index, mcode[rid], ms, now)
             start[rid] = s = now + hand[rid]
             proc[rid] = p
             p.running.append(rid)
-            push(heap, (s + ms, seq(), rid))
+            seq += 1
+            push(heap, (s + ms, seq, rid))
         return start_run
 
     def _decision_step(self, start_run: StartStep) -> Callable[[float], None]:
