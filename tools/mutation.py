@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 GROUPS: dict[str, tuple[list[str], list[str]]] = {
     "core": (["edgert/_dispatch.py", "edgert/_runtime.py", "edgert/_stats.py", "edgert/_result.py"],
              ["tests/edgert/test_runtime.py", "tests/edgert/test_runtime_results.py", "tests/edgert/test_stats.py",
-              "tests/inputs/test_api.py", "tests/edgert/test_dispatch_units.py"]),
+              "tests/inputs/test_api.py", "tests/edgert/test_dispatch_units.py", "tests/edgert/test_runtime_close.py"]),
     "policies": (["scheduler/policies/*"],
                  ["tests/scheduler/test_policy_contract.py", "tests/scheduler/test_policy_edgert.py",
                   "tests/scheduler/test_policy_band.py", "tests/scheduler/test_policy_overload.py",
