@@ -38,9 +38,11 @@ def test_close_with_time_finishes_everything_in_flight(mediapipe_dir: Path, sche
     assert rt.stats()["pose"]["requests"] == N and rt.stats()["pose"]["dropped"] == 0
 
 
+@pytest.mark.parametrize("timeout_s", [0.0, 0.005], ids=["no-time", "less-than-one-run"])
 @pytest.mark.parametrize("scheduler", ["edgert", "fixed_worker"])
-def test_close_without_time_drops_what_has_not_started_with_the_reason(mediapipe_dir: Path, scheduler: str) -> None:
-    results, rt = _submit_and_close(mediapipe_dir, scheduler, 0.0)
+def test_close_without_time_drops_what_has_not_started_with_the_reason(mediapipe_dir: Path, scheduler: str,
+                                                                       timeout_s: float) -> None:
+    results, rt = _submit_and_close(mediapipe_dir, scheduler, timeout_s)
     dropped = [r for r in results if r.status == "dropped"]
     assert dropped, "a 9 ms model on one worker: most of six requests cannot have started"
     assert {r.status for r in results} <= {"ok", "dropped"}
