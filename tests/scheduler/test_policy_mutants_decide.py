@@ -140,6 +140,15 @@ def test_under_overload_the_shorter_request_due_about_together_goes_first(
     assert _first(overloaded, pose_deadline, **options)[0] == (first, "cpu")
 
 
+def test_under_overload_a_cascade_head_still_leaves_its_later_stages_time() -> None:
+    # both 5 ms and due at 40 ms; the head's later stages need 10 ms: its key is 40 - 10 + 5 = 35 < 45
+    pol = EdgertPolicy(objective="deadlines")
+    pol.plan.overloaded = True
+    snap = view([req(0, "tail", deadline=40.0), req(1, "head", deadline=40.0, downstream=10.0)], [proc("cpu")],
+                {"tail": {"cpu": 5.0}, "head": {"cpu": 5.0}})
+    assert plan(pol.decide(snap, 0.0))[0] == (1, "cpu")
+
+
 # -- a long run on an overloaded device --
 
 def _long_run(cpu_ms: float, deadline: float, overloaded: bool = True) -> list:
