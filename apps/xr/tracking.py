@@ -51,7 +51,7 @@ class DetectAndTrack(Generic[T]):
         self.max_instances, self.tracking, self.detect_every = max_instances, tracking, max(1, detect_every)
         self._rois: list[roi.Rect] = []
         self._unseen_for: dict[int, int] = {}   # id(region) -> frames in a row it went unlooked-at
-        self._ages: dict[int, int] = {}         # the same for this frame's tracked regions
+        self._ages: dict[int, int] = {}         # the same, as this frame started
         self._frames = 0
         self.detector_runs = 0
         self.frames_tracked = 0
@@ -65,8 +65,7 @@ class DetectAndTrack(Generic[T]):
         """Submit this frame's requests; what the landmark stages find is appended to ``found``."""
         tracked = list(self._rois) if self.tracking else []
         self._rois = []
-        ages, self._unseen_for = self._unseen_for, {}
-        self._ages = {id(r): ages.get(id(r), 0) for r in tracked}
+        self._ages, self._unseen_for = self._unseen_for, {}   # only regions now in ``tracked`` are in it
         detect = len(tracked) < self.max_instances and (not tracked or self._frames % self.detect_every == 0)
         self._frames += 1
         for r in tracked:

@@ -8,6 +8,8 @@ which processor that is.
 
 from __future__ import annotations
 
+import pytest
+
 from scheduler.policies.heterogeneous_earliest_finish_time import (
     HeterogeneousEarliestFinishTimePolicy,
 )
@@ -19,27 +21,21 @@ CG = [proc("cpu"), proc("gpu")]
 SAME = {"a": {"cpu": 1.0, "gpu": 1.0}, "b": {"cpu": 5.0, "gpu": 5.0}}
 
 
-def test_sel_equal_jobs_go_in_arrival_order() -> None:
+SORTING = [ShortestExpectedLatencyPolicy, HeterogeneousEarliestFinishTimePolicy]
+
+
+@pytest.mark.parametrize("policy", SORTING, ids=["SEL", "HEFT"])
+def test_equal_jobs_go_in_arrival_order(policy: type) -> None:
     snap = view([req(0, "a", deadline=100.0), req(1, "c", deadline=100.0)], [proc("cpu")],
                 {"a": {"cpu": 5.0}, "c": {"cpu": 5.0}})
-    assert plan(ShortestExpectedLatencyPolicy().decide(snap, 0.0)) == [(0, "cpu")]
+    assert plan(policy().decide(snap, 0.0)) == [(0, "cpu")]
 
 
-def test_sel_a_repeated_model_does_not_hide_a_larger_job() -> None:
+@pytest.mark.parametrize("policy", SORTING, ids=["SEL", "HEFT"])
+def test_a_repeated_model_does_not_hide_a_larger_job(policy: type) -> None:
     # b (5 ms) is the largest: it goes first (to the gpu, the later of two equal processors), then a to the cpu
     snap = view([req(0, "a", deadline=100.0), req(1, "a", deadline=100.0), req(2, "b", deadline=100.0)], CG, SAME)
-    assert plan(ShortestExpectedLatencyPolicy().decide(snap, 0.0)) == [(2, "gpu"), (0, "cpu")]
-
-
-def test_heft_equal_jobs_go_in_arrival_order() -> None:
-    snap = view([req(0, "a", deadline=100.0), req(1, "c", deadline=100.0)], [proc("cpu")],
-                {"a": {"cpu": 5.0}, "c": {"cpu": 5.0}})
-    assert plan(HeterogeneousEarliestFinishTimePolicy().decide(snap, 0.0)) == [(0, "cpu")]
-
-
-def test_heft_a_repeated_model_does_not_hide_a_larger_job() -> None:
-    snap = view([req(0, "a", deadline=100.0), req(1, "a", deadline=100.0), req(2, "b", deadline=100.0)], CG, SAME)
-    assert plan(HeterogeneousEarliestFinishTimePolicy().decide(snap, 0.0)) == [(2, "gpu"), (0, "cpu")]
+    assert plan(policy().decide(snap, 0.0)) == [(2, "gpu"), (0, "cpu")]
 
 
 def test_heft_a_job_yielding_to_its_busy_processor_lets_the_next_one_go() -> None:
