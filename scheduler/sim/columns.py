@@ -10,6 +10,7 @@ from the columns before a run.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from itertools import pairwise
 
@@ -177,6 +178,12 @@ class Workload:
         wl.models = list(models)
         wl.streams = list(streams)
         return wl
+
+
+def root_arrivals(wl: Workload) -> tuple[list[float], list[int]]:
+    """The root requests that fire, in arrival order: each one's arrival time (ms), followed by ``inf``, and id."""
+    roots = np.flatnonzero((wl.parent < 0) & wl.fires)
+    return [*wl.t_ms[roots].tolist(), math.inf], roots.tolist()
 
 
 def arrival_groups(wl: Workload) -> tuple[list[float], list[list[int]]]:

@@ -57,7 +57,7 @@ import numpy as np
 from scheduler.errors import EdgeRTError, TraceError
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import DeviceProfile
-from scheduler.sim.columns import Workload, arrival_groups, downstream_ms
+from scheduler.sim.columns import Workload, downstream_ms, root_arrivals
 from scheduler.sim.heat import Heat
 from scheduler.sim.latency import bind_latencies, hand_offs, latency_table, make_processors
 from scheduler.sim.metrics import Outcome
@@ -204,8 +204,8 @@ class Simulation:
         pending, stale, heap, ema, alpha = self._pending, self._stale, self._heap, *self._ema()
         done_append, pop, push, inf, RV = self._done.append, heappop, heappush, math.inf, RequestView
         decide_now = self._decision_step(start_run := self._start_step())
-        group_t, group_ids = arrival_groups(self.workload)
-        gi, decisions, now, n_groups, ta = 0, 0, 0.0, len(group_t), group_t[0] if group_t else inf   # ta: next arrival
+        root_t, root_ids = root_arrivals(self.workload)   # in arrival order; root_t ends with inf
+        ri, gi, decisions, now, ta = 0, 0, 0, 0.0, root_t[0]   # ta: the next root arrival's time
         try:
             while True:
                 if heap:   # the next event's time (statements: fewer opcodes than one conditional expression)
@@ -244,11 +244,11 @@ class Simulation:
                             ready[c] = now
                             pending[c] = _new(RV, (c, mname[c], now, deadline[c], sname[c], frame[c], down[c], None))
                 if ta == now:   # priority 1: root arrivals at this instant
-                    for r in group_ids[gi]:
-                        ready[r] = now
+                    while ta == now:
+                        ready[r := root_ids[ri]] = now
                         pending[r] = _new(RV, (r, mname[r], now, deadline[r], sname[r], frame[r], down[r], None))
+                        ta = root_t[ri := ri + 1]   # (inf after the last root)
                     gi += 1
-                    ta = group_t[gi] if gi < n_groups else inf
                     if on_tick is not None and gi % tick_every == 0:
                         on_tick(now)
                 if pending:   # priority 2: one decision for the instant
