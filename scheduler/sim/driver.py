@@ -189,8 +189,8 @@ class Simulation:
         wl = self.workload
         mcode = self._mcode
         models, streams = wl.models, wl.streams
-        return (mcode, [models[c] for c in mcode], [streams[c] for c in wl.stream.tolist()], wl.frame.tolist(),
-                (wl.t_ms + wl.slo_ms).tolist(), self._downstream)
+        return (mcode, np.array(models, object)[wl.model].tolist(), np.array(streams, object)[wl.stream].tolist(),
+                wl.frame.tolist(), (wl.t_ms + wl.slo_ms).tolist(), self._downstream)
 
     def _ema(self) -> tuple[dict[Any, float], float]:
         """The estimator's table and weight, which the loop updates inline (a pair that runs is seeded)."""
@@ -300,9 +300,11 @@ class Simulation:
                 stale.clear()
                 pviews = tuple(pv)
             for rid, name, reason in policy_decide(_new(SV, (tuple(pending.values()), pviews, est)), now):
-                if pending.pop(rid, None) is None:
+                try:
+                    del pending[rid]
+                except KeyError:
                     raise EdgeRTError(f"policy {self.policy_name!r} decided about request {rid}, which is not "
-                                      "pending (decide must only name view.pending ids)")
+                                      "pending (decide must only name view.pending ids)") from None
                 if name is None:
                     drop(rid, reason or dropped_by, now)
                     continue
