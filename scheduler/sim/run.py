@@ -42,6 +42,8 @@ class SimConfig:
         load: request-rate multiplier (SLOs unchanged).
         duration_s: simulated seconds of arrivals; None = 10 s for a scenario, the whole trace.
         seed: seeds cascade draws and latency noise; one seed → one result.
+        run_seed: seeds the run-time and hand-off draws apart from the workload (None: ``seed``): the
+            same requests with their runs drawn again, to see how far a figure moves by chance alone.
         burst: extra streams for a window, or None.
         noise: log-normal sigma of the per-run latency factor (mean 1) when the profile has no p90.
         cloud_noise: the same for the cloud's round trip + server time (network jitter).
@@ -72,6 +74,7 @@ class SimConfig:
     stage_gap_ms: Mapping[str, float] | None = None
     thermal: bool = True
     objective: str | None = None
+    run_seed: int | None = None
 
 
 @dataclass(slots=True)
@@ -104,6 +107,7 @@ class SimResult:
                 "device": self.profile.name,
                 "scheduler": self.policy_name,
                 "seed": self.config.seed,
+                **({} if self.config.run_seed is None else {"run_seed": self.config.run_seed}),
                 "load": self.config.load,
                 "sim_span_ms": round(self.span_ms, 4),
                 "decisions": self.decisions,
@@ -158,7 +162,8 @@ def run_simulation(config: SimConfig, progress: Callable[[float], None] | None =
             assert config.trace is not None   # SimConfig: exactly one of scenario or trace
             wl = apply_scaling(read_trace(config.trace, config.seed), config.load, config.duration_s,
                                config.burst, config.seed)
-        sim = Simulation(wl, profile, policy, seed=config.seed, noise=config.noise,
+        run_seed = config.seed if config.run_seed is None else config.run_seed
+        sim = Simulation(wl, profile, policy, seed=run_seed, noise=config.noise,
                          cloud_noise=config.cloud_noise, offload=config.offload, cloud_slots=config.cloud_slots,
                          dispatch_ms=config.dispatch_ms, thermal=config.thermal,
                          stage_gap_ms=_gaps(wl, config.stage_gap_ms))
