@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduler.profile import DeviceProfile
+from scheduler.sim.energy import EnergyModel
 
 #: XRBench-MAESTRO.cpp: ``rt_score_param_k`` (per ms).
 RT_K_PER_MS = 15.0
@@ -156,3 +157,27 @@ def profile_e_max_mj(profile: DeviceProfile) -> float | None:
             mj = measured.get(proc, active.get(proc, 0.0) * ms)
             best = max(best, mj)
     return best if best > 0 else None
+
+
+def score_ceiling(profile: DeviceProfile, models: Sequence[str], e_max_mj: float, *, offload: bool = True) -> float:
+    """The highest XRBench score a run of ``models`` can expect on ``profile`` (any policy): 100 × the mean over
+    the models of the energy score of each one's least-energy placement at nominal speed (the cloud's radio
+    energy too, with ``offload``), i.e. every frame met early (RT = 1), none dropped, every invocation where
+    it costs least. A run can exceed it only by chance (its drawn run times move its energy; by about 0.01
+    on the shipped profiles).
+
+    Raises:
+        ValueError: ``e_max_mj`` is not > 0, or a model the profile has no latency for.
+    """
+    if not (e_max_mj > 0 and math.isfinite(e_max_mj)):
+        raise ValueError(f"e_max_mj must be a finite number > 0, not {e_max_mj!r}")
+    em = EnergyModel(profile)
+    best = []
+    for m in dict.fromkeys(models):
+        if m not in profile.latency_ms:
+            raise ValueError(f"model {m!r} is not in device profile {profile.name!r}")
+        costs = [em.invocation_mj(m, p, ms) for p, ms in profile.latency_ms[m].items()]
+        if offload and profile.cloud is not None and m in profile.cloud.latency_ms:
+            costs.append(em.cloud_mj(m))
+        best.append(float(energy_score(min(costs), e_max_mj)))
+    return 100.0 * sum(best) / len(best) if best else 0.0

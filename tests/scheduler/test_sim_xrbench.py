@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from scheduler.profile import DeviceProfile
+from scheduler.sim import SimConfig, build_scenario, load_profile, run_simulation
 from scheduler.sim.xrbench import (E_MAX_MJ, RT_K_PER_MS, energy_score, profile_e_max_mj, realtime_score,
-                                   sigmoid_neg, xrbench_score)
+                                   score_ceiling, sigmoid_neg, xrbench_score)
 
 NAN = math.nan
 
@@ -96,3 +97,38 @@ def test_per_profile_e_max_and_bad_input() -> None:
     assert profile_e_max_mj(prof) == pytest.approx(30.0)      # a on cpu: 3 W x 10 ms beats b's 12 mJ
     no_power = {"processors": [{"name": "cpu", "kind": "cpu"}], "latency_ms": {"a": {"cpu": 1.0}}}
     assert profile_e_max_mj(DeviceProfile.from_json(no_power)) is None
+
+
+_CEILING_PROFILE = {
+    "processors": [{"name": "cpu", "kind": "cpu"}, {"name": "npu", "kind": "npu"}],
+    "latency_ms": {"a": {"cpu": 10.0, "npu": 2.0}, "b": {"npu": 30.0}},
+    "energy_mj": {"b": {"npu": 12.0}},
+    "power": {"processors": {"cpu": {"active_w": 3.0, "idle_w": 0.1}, "npu": {"active_w": 1.0, "idle_w": 0.0}},
+              "radio": {"uplink_mw_per_mbps": 1.0, "downlink_mw_per_mbps": 1.0, "active_mw": 10.0}},
+    "cloud": {"rtt_ms": 5.0, "uplink_mbps": 10.0, "downlink_mbps": 100.0, "latency_ms": {"a": 5.0},
+              "input_bytes": {"a": 1250}, "output_bytes": {"a": 125}},
+}
+
+
+def test_score_ceiling_is_each_models_least_energy_placement() -> None:
+    prof = DeviceProfile.from_json(_CEILING_PROFILE)
+    # local only: a costs 2 mJ on the npu (1 W x 2 ms), b 12 mJ (its table); E_max 30 (a on the cpu)
+    assert score_ceiling(prof, ["a", "b", "a"], 30.0, offload=False) == pytest.approx(100 * (28 / 30 + 18 / 30) / 2)
+    # the cloud's radio: (1 x 10 + 10) mW x 1 ms up + (1 x 100 + 10) mW x 0.01 ms down + 10 mW x 10 ms waiting
+    radio_mj = (20.0 + 1.1 + 100.0) / 1e3
+    assert score_ceiling(prof, ["a", "b"], 30.0) == pytest.approx(100 * ((30 - radio_mj) / 30 + 18 / 30) / 2)
+    assert score_ceiling(prof, [], 30.0) == 0.0
+    with pytest.raises(ValueError, match="e_max_mj"):
+        score_ceiling(prof, ["a"], 0.0)
+    with pytest.raises(ValueError, match="'c' is not in device profile"):
+        score_ceiling(prof, ["c"], 30.0)
+
+
+@pytest.mark.parametrize("policy", ["fixed_worker", "round_robin", "edgert"])
+def test_no_policy_scores_above_the_ceiling(policy: str) -> None:
+    prof = load_profile("galaxy-s23")
+    e_max = profile_e_max_mj(prof)
+    assert e_max is not None
+    top = score_ceiling(prof, build_scenario("social_a", 1.0).models, e_max)
+    got = run_simulation(SimConfig(scenario="social_a", profile=prof, scheduler=policy, duration_s=5.0)).summary()
+    assert got["xrbench"]["score_profile_e_max"] <= top + 0.02
