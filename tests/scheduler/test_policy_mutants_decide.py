@@ -129,10 +129,10 @@ def _first(overloaded: bool, pose_deadline: float = 33.0, **options: float) -> l
 
 @pytest.mark.parametrize(("overloaded", "pose_deadline", "options", "first"), [
     (False, 33.0, {}, 0),                        # everything fits: plain EDF, the earlier deadline
-    (True, 33.0, {}, 1),                         # 33.5 + 1 x 1 < 33 + 1 x 9: the short one
+    (True, 33.0, {}, 1),                         # 33.5 + 2 x 1 < 33 + 2 x 9: the short one
     (True, 33.0, {"short_first": 0.0}, 0),       # the rule off
-    (True, 25.4, {}, 0),                         # 25.4 + 9 = 34.4 < 33.5 + 1: due enough earlier, the long one
-    (True, 25.6, {}, 1),                         # 34.6 > 34.5
+    (True, 17.4, {}, 0),                         # 17.4 + 18 = 35.4 < 33.5 + 2: due enough earlier, the long one
+    (True, 17.6, {}, 1),                         # 35.6 > 35.5
     (True, 33.0, {"short_first": 0.05}, 0),      # 33 + 0.45 < 33.5 + 0.05
 ], ids=["fits", "overloaded", "off", "edge-below", "edge-above", "weight"])
 def test_under_overload_the_shorter_request_due_about_together_goes_first(
