@@ -60,10 +60,13 @@ import re
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
-from scheduler.sim import Burst, build_scenario, load_profile
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the repo, when edgert is not installed
+
+from scheduler.sim import Burst, build_scenario, load_profile  # noqa: E402
 
 CLOUD_SLOTS = 4   # the simulator's default, as benchmarks/schedulers.py runs it
 

@@ -13,6 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the repo, when edgert is not installed
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import host_line, median  # noqa: E402
 from dispatch import direct_litert, direct_ort  # noqa: E402

@@ -30,11 +30,14 @@ import argparse
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from scheduler.estimator import LatencyEstimator
-from scheduler.registry import DEFAULT_POLICY, make_policy, policy_names
-from scheduler.types import ProcessorView, RequestView, SchedulerView
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the repo, when edgert is not installed
+
+from scheduler.estimator import LatencyEstimator  # noqa: E402
+from scheduler.registry import DEFAULT_POLICY, make_policy, policy_names  # noqa: E402
+from scheduler.types import ProcessorView, RequestView, SchedulerView  # noqa: E402
 
 BAR_US = 20.0
 

@@ -18,6 +18,7 @@ import numpy as np
 import onnxruntime as ort
 from ai_edge_litert.interpreter import Interpreter
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the repo, when edgert is not installed
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import host_line, median, per_call_us  # noqa: E402
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the repo, when edgert is not installed
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import host_line  # noqa: E402
 from dispatch import direct_ort  # noqa: E402

@@ -49,6 +49,9 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the repo, when edgert is not installed
 
 from _bounds import (  # noqa: E402  (benchmarks/ is on sys.path when run)
     BURST_MET,
@@ -59,9 +62,9 @@ from _bounds import (  # noqa: E402  (benchmarks/ is on sys.path when run)
     last_burst_offload,
 )
 from _energy_bar import TODAY, energy_block  # noqa: E402
-from scheduler.policies.edgert import SHED_REASON
-from scheduler.registry import BAND_POLICIES, DEFAULT_POLICY
-from scheduler.sim import (
+from scheduler.policies.edgert import SHED_REASON  # noqa: E402
+from scheduler.registry import BAND_POLICIES, DEFAULT_POLICY  # noqa: E402
+from scheduler.sim import (  # noqa: E402
     Burst,
     SimConfig,
     profile_names,
