@@ -4,8 +4,10 @@
 time order; :class:`Request` is one request as an object, linked to its
 ``parent`` and ``children``, which the trace parser, :func:`~scheduler.sim.workload.apply_scaling`
 and the tests work with (:attr:`Workload.all`, :meth:`Workload.from_requests`).
-:func:`arrival_groups` and :func:`downstream_ms` are what the driver derives
-from the columns before a run.
+:func:`root_arrivals` and :func:`downstream_ms` are what the driver derives
+from the columns before a run; :func:`arrival_groups` is the same arrivals by
+instant (a list per instant, for engines that schedule an instant at a time:
+the SimPy models of ``benchmarks/sim_speed.py``).
 """
 
 from __future__ import annotations
