@@ -20,7 +20,8 @@ whose processors run one invocation at a time. One decision:
    stream 97.7-99.3 → 98.7-100 % and pose 36-46 → 40-56 %; beside a CPU
    hog, face and segmentation 86.7-95 → 96.7-99.3 %; at two users beside
    the hog pose gives some frames to face (32-37 → 27-40 %). 3 and 4 left
-   pose less there (17-26 %); 8 less everywhere.
+   pose less there (17-26 %); 8 left pose less at three users idle too
+   (27-42 %).
 2. **Place** each request, in that order, counting the time that more urgent
    requests of this decision already claimed:
 
