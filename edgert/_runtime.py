@@ -332,8 +332,9 @@ class Runtime(Dispatcher):
             after_key = parent.key
         elif parent is not None:
             after_key = parent.key
+        stream = m.name
         if f is not None:
-            deadline, key, t_trace = f.deadline_ms, f.key(m.name), f.t_ms
+            deadline, key, t_trace, stream = f.deadline_ms, f.key(m.name), f.t_ms, f.stream(m.name)
         else:
             if parent is not None:
                 deadline = parent.deadline_ms
@@ -343,7 +344,7 @@ class Runtime(Dispatcher):
                 t_trace = now
             key = f"r{rid}/{m.name}"
         downstream = sum(self._fastest_ms(n) for n in m.then) if m.then else 0.0
-        view = RequestView(rid, m.name, now, deadline, m.name, f.index if f is not None else -1,
+        view = RequestView(rid, m.name, now, deadline, stream, f.index if f is not None else -1,
                            downstream, m.allowed)
         req = Request(rid, m, feeds, now, deadline, view, key, t_trace, f.index if f is not None else -1)
         self._pending[rid] = req

@@ -48,8 +48,9 @@ class RequestView(NamedTuple):
         arrival_ms: when it became ready to run.
         deadline_ms: absolute deadline (``math.inf`` when it has none).
         stream: key of the periodic stream it belongs to (by default the
-            model name); a newer request of one stream may supersede an
-            older one that has not started.
+            model name; the live runtime keys a frame's second request of a
+            model ``model#2`` and so on); a newer request of one stream may
+            supersede an older one that has not started.
         frame: frame number within the stream (``-1`` when not framed).
         downstream_ms: expected time that later cascade stages still need
             after this one finishes (0 for a last stage); a cascade-aware
