@@ -52,11 +52,13 @@ def mediapipe_stream(name: str) -> Callable[[np.ndarray], object]:
     return sol.process
 
 
-def pace(fn: Callable[[], bool], fps: float, seconds: float, lat: list[float], start: float) -> None:
+def pace(fn: Callable[[], bool], fps: float, seconds: float, lat: list[float], start: float,
+         missed: list[float] | None = None) -> None:
     """Call ``fn`` on each period boundary from ``start`` for ``seconds``; skip missed boundaries.
 
     A frame whose ``fn`` returns False (a stage was dropped or failed: no full answer) counts as
-    not finished (latency inf)."""
+    not finished (latency inf). ``missed`` gets the start (``perf_counter`` s) of every frame that
+    did not finish within its period."""
     period = 1.0 / fps
     k = 0
     while True:
@@ -69,29 +71,35 @@ def pace(fn: Callable[[], bool], fps: float, seconds: float, lat: list[float], s
         t1 = time.perf_counter()
         complete = fn()
         lat.append((time.perf_counter() - t1) * 1e3 if complete else float("inf"))
+        if missed is not None and not lat[-1] <= period * 1e3:
+            missed.append(t1)
         k = max(k + 1, int((time.perf_counter() - start) / period))
 
 
 def run_streams(makers: list[tuple[str, float, Callable[[], bool]]], seconds: float) -> tuple[list[dict], float]:
-    """Run every (name, fps, fn) in its own thread; per-stream stats and cores used."""
+    """Run every (name, fps, fn) in its own thread; per-stream stats (with ``missed_at``: the start,
+    ``perf_counter`` s, of each frame not finished within its period; ``start_s``: the first frame's)
+    and cores used."""
     lats: list[list[float]] = [[] for _ in makers]
+    missed: list[list[float]] = [[] for _ in makers]
     start = time.perf_counter() + 0.2
     cpu0, w0 = time.process_time(), time.perf_counter()
-    threads = [threading.Thread(target=pace, args=(fn, fps, seconds, lats[i], start)) for i, (_, fps, fn) in
-               enumerate(makers)]
+    threads = [threading.Thread(target=pace, args=(fn, fps, seconds, lats[i], start, missed[i]))
+               for i, (_, fps, fn) in enumerate(makers)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     cores = (time.process_time() - cpu0) / (time.perf_counter() - w0)
     out = []
-    for (name, fps, _), lat in zip(makers, lats):
+    for (name, fps, _), lat, miss in zip(makers, lats, missed):
         a = np.asarray(lat) if lat else np.array([np.inf])
         fin = a[np.isfinite(a)] if np.isfinite(a).any() else np.array([np.nan])
         period_ms = 1000.0 / fps
         out.append({"stream": name, "met_pct": 100.0 * float((a <= period_ms).sum()) / (seconds * fps),
                     "p50": float(np.percentile(fin, 50)), "p99": float(np.percentile(fin, 99)),
-                    "incomplete": int((~np.isfinite(a)).sum())})
+                    "incomplete": int((~np.isfinite(a)).sum()), "missed_at": miss, "period_s": 1.0 / fps,
+                    "start_s": start})
     return out, cores
 
 
@@ -106,9 +114,11 @@ def run_mediapipe(frame: np.ndarray, users: int, seconds: float) -> tuple[list[d
     return run_streams(makers, seconds)
 
 
-def run_edgert(frame: np.ndarray, users: int, seconds: float, cpu_workers: int | None = None
-               ) -> tuple[list[dict], float]:
-    """edgert's pipelines, one per stream per user, on one runtime."""
+def run_edgert(frame: np.ndarray, users: int, seconds: float, cpu_workers: int | None = None,
+               records: dict | None = None) -> tuple[list[dict], float]:
+    """edgert's pipelines, one per stream per user, on one runtime. With ``records`` (a dict) it gets
+    the runtime's finished requests (``"records"``, times in runtime ms) and the ``perf_counter`` s of
+    the runtime clock's zero (``"t0_s"``)."""
     with edgert.Runtime(cpu_workers=cpu_workers) as rt:
         makers = []
         for u in range(users):
@@ -116,7 +126,11 @@ def run_edgert(frame: np.ndarray, users: int, seconds: float, cpu_workers: int |
                 px = Pipelines(rt, tracking=True, **EDGERT_CONFIG[name])
                 px.process(frame)
                 makers.append((f"{name}#{u}", fps, lambda p=px, ms=1000.0 / fps: _complete(p.process(frame, deadline_ms=ms))))
-        return run_streams(makers, seconds)
+        out = run_streams(makers, seconds)
+        if records is not None:
+            records["t0_s"] = time.perf_counter() - rt.now_ms() / 1e3
+            records["records"] = rt.records()
+        return out
 
 
 def _complete(r: object) -> bool:
