@@ -16,6 +16,15 @@ def host_line() -> str:
             f"python {platform.python_version()}, load avg {load:.2f}")
 
 
+def markdown_doc(title: str, notes: list[str], columns: list[str], rows: list[str], numeric: range) -> str:
+    """A results file: ``# title``, the notes (one paragraph each) and a table of ``rows`` (markdown lines)
+    under ``columns``; the columns in ``numeric`` (indexes) are right-aligned."""
+    align = ["---:" if i in numeric else "---" for i in range(len(columns))]
+    head = [f"# {title}", ""] + [line for n in notes for line in (n, "")]
+    head += ["| " + " | ".join(columns) + " |", "|" + "|".join(align) + "|"]
+    return "\n".join(head + rows) + "\n"
+
+
 def per_call_us(fn: Callable[[], object], n: int) -> float:
     """Mean µs per call of ``fn`` over ``n`` calls."""
     t = time.perf_counter()

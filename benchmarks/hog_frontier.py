@@ -30,7 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import host_line  # noqa: E402
+from _common import host_line, markdown_doc  # noqa: E402
 from mediapipe_peer import STREAMS, _hog, run_edgert, run_mediapipe  # noqa: E402
 
 from apps.xr import assets  # noqa: E402
@@ -98,14 +98,14 @@ def row(users: int, rep: int, who: str, kinds: dict[str, tuple[float, float]], c
 
 def render(lines: list[str], seconds: float, host: str) -> str:
     """The markdown table."""
-    head = ["# Beside a CPU hog: edgert's worker count vs MediaPipe (benchmarks/hog_frontier.py)", "",
-            f"{seconds:.0f} s per run, one busy process beside the app; {host}, at the start.",
-            ("Cells: lowest / mean % of frames finished within their period over that kind's streams "
-             "(one stream per user); total = mean over kinds; face landmark run: wall ms p50 / p99 "
-             "(its CPU time is ~0.8 ms)."), "",
-            "| users | rep | runtime | face | hands | pose | segmentation | total | cores | face landmark run ms |",
-            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    return "\n".join(head + lines) + "\n"
+    return markdown_doc(
+        "Beside a CPU hog: edgert's worker count vs MediaPipe (benchmarks/hog_frontier.py)",
+        [(f"{seconds:.0f} s per run, one busy process beside the app; {host}, at the start.\n"
+         "Cells: lowest / mean % of frames finished within their period over that kind's streams "
+         "(one stream per user); total = mean over kinds; face landmark run: wall ms p50 / p99 "
+         "(its CPU time is ~0.8 ms).")],
+        ["users", "rep", "runtime", "face", "hands", "pose", "segmentation", "total", "cores", "face landmark run ms"],
+        lines, range(3, 10))
 
 
 if __name__ == "__main__":

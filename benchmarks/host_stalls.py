@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import host_line  # noqa: E402
+from _common import host_line, markdown_doc  # noqa: E402
 from mediapipe_peer import run_edgert, run_mediapipe  # noqa: E402
 
 from apps.xr import assets  # noqa: E402
@@ -107,15 +107,15 @@ def _period(streams: list[dict], name: str) -> float:
 
 def render(lines: list[str], seconds: float, host: str) -> str:
     """The markdown table."""
-    head = ["# Late frames on a quiet host: the runtime's or the host's? (benchmarks/host_stalls.py)", "",
-            f"{seconds:.0f} s per run; {host}, at the start.",
-            ("met: frames finished within their period, all streams; late: frames over their period; "
-             "shared: of those, frames during which at least half of the other streams also ran late; "
-             f"slow runs (edgert): of those, frames whose overlapping model runs took ≥ {SLOW}× their "
-             "model's median; own: late frames that are neither (stream, and s from the run's first frame)."), "",
-            "| users | rep | runtime | met | late | shared | slow runs | own | own late frames |",
-            "|---|---|---|---:|---:|---:|---:|---:|---|"]
-    return "\n".join(head + lines) + "\n"
+    return markdown_doc(
+        "Late frames on a quiet host: the runtime's or the host's? (benchmarks/host_stalls.py)",
+        [(f"{seconds:.0f} s per run; {host}, at the start.\n"
+         "met: frames finished within their period, all streams; late: frames over their period; "
+         "shared: of those, frames during which at least half of the other streams also ran late; "
+         f"slow runs (edgert): of those, frames whose overlapping model runs took ≥ {SLOW}× their "
+         "model's median; own: late frames that are neither (stream, and s from the run's first frame).")],
+        ["users", "rep", "runtime", "met", "late", "shared", "slow runs", "own", "own late frames"],
+        lines, range(3, 8))
 
 
 if __name__ == "__main__":
