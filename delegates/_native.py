@@ -31,7 +31,13 @@ LIBRARY_DIRS: tuple[str, ...] = (
     "/usr/local/lib", "/usr/lib",
 )
 
-_fd_lock = threading.Lock()
+# A library's logger: without a handler of its own, Python's last-resort handler would print the native
+# WARNING lines (ORT's "No registered plugin EP device found", LiteRT's NPU registry) on stderr. With
+# it, they show only where the application configures logging (``edgert -v`` does).
+logging.getLogger("edgert.native").addHandler(logging.NullHandler())
+
+# Re-entrant: a quiet load may probe its delegate, which captures too (the redirections nest).
+_fd_lock = threading.RLock()
 
 
 @dataclass(slots=True)
@@ -84,6 +90,41 @@ def capture_native_stderr() -> Iterator[Captured]:
             tmp.seek(0)
             out.text = tmp.read().decode("utf-8", "replace")
             out.lines = [clean for ln in out.text.splitlines() if (clean := _clean(ln))]
+
+
+@contextlib.contextmanager
+def native_quiet(logger: logging.Logger | None = None) -> Iterator[None]:
+    """Run a block in which native libraries log (a model load, a session's close): each native log
+    line goes to ``logging.getLogger("edgert.native")`` at its own level (hidden unless the logger is
+    set to show it, e.g. ``edgert -v``), anything else written meanwhile is copied back to stderr.
+
+    LiteRT logs "Created TensorFlow Lite XNNPACK delegate", "Creating LiteRT environment" and
+    "DestroyAccelerator" at INFO from C++, ONNX Runtime "No registered plugin EP device found" at
+    WARNING; neither has an API to turn that off. Process-wide for the block's duration, like
+    :func:`capture_native_stderr`: use it around loads and closes, never around runs.
+    """
+    log = logger or logging.getLogger("edgert.native")
+    cap = Captured()
+    try:
+        with capture_native_stderr() as cap:
+            yield
+    finally:
+        _replay(cap.text, log)
+
+
+def _replay(text: str, log: logging.Logger) -> None:
+    """Native log lines of ``text`` to ``log``; the rest back to stderr."""
+    rest: list[str] = []
+    for line in text.splitlines(keepends=True):
+        level = native_level(line.rstrip("\n"))
+        if level is None:
+            rest.append(line)
+        elif log.isEnabledFor(level):
+            log.log(level, "%s", _clean(line))
+    if rest:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write("".join(rest))
+            sys.stderr.flush()
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
