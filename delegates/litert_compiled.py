@@ -47,6 +47,10 @@ def _import_compiled() -> tuple[Any, Any]:
     return CompiledModel, HardwareAccelerator
 
 
+#: Element types ``ai_edge_litert.tensor_buffer.TensorBuffer`` reads and writes (2.3; no int64).
+BUFFER_DTYPES: frozenset[np.dtype] = frozenset(np.dtype(t) for t in (
+    np.float32, np.float16, np.int32, np.int8, np.uint8, np.bool_))
+
 _exit_hook = False
 
 
@@ -79,6 +83,26 @@ def quiet_at_exit() -> None:
     atexit.register(_silence)
 
 
+def dynamic_tensors(data: bytes) -> list[str]:
+    """Names of subgraph 0's inputs / outputs whose shape signature has a dynamic (-1) dim.
+
+    ``CompiledModel`` reports only the static shape (a dynamic batch shows as 1), so the flatbuffer's
+    ``shape_signature`` is read with the schema ai_edge_litert ships; [] if it cannot be parsed.
+    """
+    try:
+        from ai_edge_litert import schema_py_generated as schema  # noqa: PLC0415
+
+        sg = schema.Model.GetRootAsModel(data, 0).Subgraphs(0)
+        out = []
+        for idx in [*sg.InputsAsNumpy().tolist(), *sg.OutputsAsNumpy().tolist()]:
+            t = sg.Tensors(int(idx))
+            if t.ShapeSignatureLength() and (t.ShapeSignatureAsNumpy() < 0).any():
+                out.append((t.Name() or b"?").decode("utf-8", "replace"))
+        return out
+    except Exception:  # noqa: BLE001 - an unparsable file fails in LiteRT itself, with its message
+        return []
+
+
 def _model_options(accel: Any, accelerator: str, force_fp32: bool, threads: int = 1) -> dict[str, Any]:
     """``from_file`` / ``from_buffer`` keyword arguments: grouped ``Options`` (``threads`` CPU threads,
     ``GpuOptions.enforce_f32`` when asked) where this LiteRT has them, else the legacy flag.
@@ -102,6 +126,15 @@ class CompiledSession(Session):
     """One ``CompiledModel`` (signature 0) behind the Session interface; static shapes only."""
 
     def __init__(self, model: Any, label: str, engine: str, precision: str = "fp32") -> None:
+        self._model = None
+        try:
+            self._setup(model, label, engine, precision)
+        except BaseException:
+            self._model = None
+            self._in_bufs = self._out_bufs = []
+            raise
+
+    def _setup(self, model: Any, label: str, engine: str, precision: str) -> None:
         self._model = model
         self.precision = precision
         self._label = label
@@ -114,6 +147,11 @@ class CompiledSession(Session):
         if dynamic:
             raise ModelLoadError(f"{label} has tensors of dynamic shape ({', '.join(dynamic)}), which a "
                                  "CompiledModel path does not resize; use litert-xnnpack")
+        odd = [f"{s.name} ({s.dtype})" for s in (*self.inputs, *self.outputs) if s.dtype not in BUFFER_DTYPES]
+        if odd:
+            raise ModelLoadError(f"{label} has tensors LiteRT's TensorBuffer cannot read or write: "
+                                 f"{', '.join(odd)} (it takes {', '.join(sorted(d.name for d in BUFFER_DTYPES))}); "
+                                 "use litert-xnnpack")
         self._in_bufs = model.create_input_buffers(0)
         self._out_bufs = model.create_output_buffers(0)
         self.coverage = 1.0
@@ -136,6 +174,10 @@ class CompiledSession(Session):
         Raises:
             InferenceError: LiteRT failed (chained), or an output does not match its declaration.
         """
+        for spec, arr in zip(self.inputs, feeds):
+            if arr.shape != spec.shape:
+                raise InferenceError(f"LiteRT CompiledModel running {self._label}: input {spec.name!r} has shape "
+                                     f"{list(arr.shape)}, the compiled model takes {spec.describe()} only")
         try:
             for buf, spec, arr in zip(self._in_bufs, self.inputs, feeds):
                 buf.write(np.ascontiguousarray(arr, dtype=spec.dtype))
@@ -245,12 +287,17 @@ class CompiledModelDelegate(Delegate):
             raise DelegateUnavailable(self.name, reason)
         if artifact.path is not None and not artifact.path.exists():
             raise ModelLoadError(f"model file {artifact.label} does not exist")
+        data = artifact.read()
+        if dynamic := dynamic_tensors(data):
+            raise ModelLoadError(f"{self.name} cannot run {artifact.label}: tensors of dynamic shape "
+                                 f"({', '.join(dynamic)}), which a CompiledModel path does not resize; "
+                                 "use litert-xnnpack")
         compiled, _ = _import_compiled()
         kwargs = _model_options(self._flag(), self.accelerator, self.force_fp32, threads)
         with capture_native_stderr() as log:
             try:
                 model = (compiled.from_file(str(artifact.path), **kwargs) if artifact.path
-                         else compiled.from_buffer(artifact.read(), **kwargs))
+                         else compiled.from_buffer(data, **kwargs))
                 err: Exception | None = None
             except Exception as exc:  # noqa: BLE001
                 err = exc
@@ -261,7 +308,12 @@ class CompiledModelDelegate(Delegate):
             raise ModelLoadError(f"{self.name} could not compile {artifact.label}: {detail[:400]}{hint}") from err
         try:
             with native_quiet():
-                return CompiledSession(model, artifact.label, self.processor, self.precision)
+                try:
+                    return CompiledSession(model, artifact.label, self.processor, self.precision)
+                except BaseException:
+                    model.close()
+                    del model   # LiteRT's environment goes now, while its log lines are routed
+                    raise
         except LITERT_ERRORS as exc:
             raise ModelLoadError(f"{self.name} compiled {artifact.label} but cannot make its tensor buffers: "
                                  f"{exc} (a model with dynamic shapes needs litert-xnnpack)") from exc
