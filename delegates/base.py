@@ -25,7 +25,7 @@ _UNPROBED = object()
 #: Model file formats a delegate may take.
 FORMATS: tuple[str, ...] = ("tflite", "onnx")
 
-#: Numeric precisions a path may compute in (docs/design.md §10).
+#: Numeric precisions a path may compute in (:data:`delegates.base.PRECISIONS`).
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "int8", "mixed")
 
 #: Largest |path - fp32 reference| a path of each precision is held to, as a share of each output's
@@ -217,9 +217,10 @@ def conform(outputs: list[np.ndarray], specs: tuple[TensorSpec, ...], label: str
             raise InferenceError(f"{label}: output {spec.name!r} came back {arr.dtype}, the model declares "
                                  f"{spec.describe()}")
         if arr.shape != spec.shape and None not in spec.shape:
-            if arr.size != int(np.prod(spec.shape, dtype=np.int64)):
+            shape = spec.concrete_shape()
+            if arr.size != int(np.prod(shape, dtype=np.int64)):
                 raise InferenceError(f"{label}: output {spec.name!r} came back with shape {list(arr.shape)}, "
                                      f"the model declares {spec.describe()}")
-            arr = arr.reshape(spec.shape)
+            arr = arr.reshape(shape)
         out.append(arr)
     return out

@@ -126,7 +126,9 @@ class CompiledSession(Session):
     """One ``CompiledModel`` (signature 0) behind the Session interface; static shapes only."""
 
     def __init__(self, model: Any, label: str, engine: str, precision: str = "fp32") -> None:
-        self._model = None
+        self._model: Any = None
+        self._in_bufs: list[Any] = []
+        self._out_bufs: list[Any] = []
         try:
             self._setup(model, label, engine, precision)
         except BaseException:
@@ -143,7 +145,7 @@ class CompiledSession(Session):
         outs = model.get_output_tensor_details(key)
         self.inputs = tuple(TensorSpec(n, tuple(int(x) for x in d["shape"]), np.dtype(d["dtype"])) for n, d in ins.items())
         self.outputs = tuple(TensorSpec(n, tuple(int(x) for x in d["shape"]), np.dtype(d["dtype"])) for n, d in outs.items())
-        dynamic = [s.name for s in (*self.inputs, *self.outputs) if any(x < 0 for x in s.shape)]
+        dynamic = [s.name for s in (*self.inputs, *self.outputs) if any(x is None or x < 0 for x in s.shape)]
         if dynamic:
             raise ModelLoadError(f"{label} has tensors of dynamic shape ({', '.join(dynamic)}), which a "
                                  "CompiledModel path does not resize; use litert-xnnpack")
@@ -182,7 +184,7 @@ class CompiledSession(Session):
             for buf, spec, arr in zip(self._in_bufs, self.inputs, feeds):
                 buf.write(np.ascontiguousarray(arr, dtype=spec.dtype))
             self._model.run_by_index(0, self._in_bufs, self._out_bufs)
-            flat = [np.asarray(buf.read(int(np.prod(s.shape, dtype=np.int64)), s.dtype))
+            flat = [np.asarray(buf.read(int(np.prod(s.concrete_shape(), dtype=np.int64)), s.dtype))
                     for buf, s in zip(self._out_bufs, self.outputs)]
         except LITERT_ERRORS as exc:   # anything else is a bug of ours: it propagates
             raise InferenceError(f"LiteRT CompiledModel failed running {self._label}: {exc}") from exc

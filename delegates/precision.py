@@ -1,7 +1,7 @@
 """The arithmetic each ONNX Runtime execution provider computes in, and how to force fp32 on it.
 
-What a path declares is what its backend does by default with the options given (docs/design.md
-§10: ``fp32``, ``tf32``, ``fp16``, ``int8``, ``mixed``):
+What a path declares is what its backend does by default with the options given (one of
+:data:`delegates.base.PRECISIONS`: ``fp32``, ``tf32``, ``fp16``, ``int8``, ``mixed``):
 
 =========================  ==========================================  ===================================
 execution provider         default (options that change it)            force_fp32 sets

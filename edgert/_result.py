@@ -40,7 +40,7 @@ class Result:
         frame: index of the ``rt.frame`` it belongs to (-1 when none).
         key: its id in the trace (``f7/hand``, or ``r42/hand`` outside frames).
         precision: the arithmetic of the path that ran it (``fp32``, ``tf32``, ``fp16``, ``int8``,
-            ``mixed``; docs/design.md §10), "" when none ran.
+            ``mixed``; :data:`delegates.base.PRECISIONS`), "" when none ran.
     """
 
     outputs: dict[str, np.ndarray] | None
