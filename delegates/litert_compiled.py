@@ -54,6 +54,17 @@ BUFFER_DTYPES: frozenset[np.dtype] = frozenset(np.dtype(t) for t in (
 _exit_hook = False
 
 
+def _untraced(exc: BaseException) -> BaseException:
+    """``exc`` without its traceback. Its frames hold LiteRT's environment (a local of ``from_buffer``):
+    kept alive by the exception, the environment would be destroyed, logging "DestroyAccelerator" from
+    C++, wherever the caller drops the exception, outside the block that routes native lines."""
+    exc.__traceback__ = None
+    import gc  # noqa: PLC0415
+
+    gc.collect()
+    return exc
+
+
 def quiet_at_exit() -> None:
     """Once per process: silence fd 2 for the interpreter's final teardown, unless native INFO lines are
     wanted (``edgert.native`` at INFO, e.g. ``edgert -v``).
@@ -269,7 +280,7 @@ class CompiledModelDelegate(Delegate):
                 compiled.from_buffer(tflite_probe(), **_model_options(self._flag(), self.accelerator, False)).close()
                 err: Exception | None = None
             except Exception as exc:  # noqa: BLE001 - LiteRT raises RuntimeError with its status
-                err = exc
+                err = _untraced(exc)
         if err is None:
             return None
         native = log.errors(1, prefer=self._telling)
@@ -302,7 +313,7 @@ class CompiledModelDelegate(Delegate):
                          else compiled.from_buffer(data, **kwargs))
                 err: Exception | None = None
             except Exception as exc:  # noqa: BLE001
-                err = exc
+                err = _untraced(exc)
         if err is not None:
             detail = log.errors(2, prefer=r"not accelerated|" + self._telling) or str(err).strip().replace("\n", " ")
             hint = (" (not every op runs on it; use a delegate path that partitions, e.g. litert-gpu, or a cpu path)"
@@ -312,10 +323,10 @@ class CompiledModelDelegate(Delegate):
             with native_quiet():
                 try:
                     return CompiledSession(model, artifact.label, self.processor, self.precision)
-                except BaseException:
+                except BaseException as exc:
                     model.close()
                     del model   # LiteRT's environment goes now, while its log lines are routed
-                    raise
+                    raise _untraced(exc)  # noqa: B904 - the same exception, without the frames holding LiteRT
         except LITERT_ERRORS as exc:
             raise ModelLoadError(f"{self.name} compiled {artifact.label} but cannot make its tensor buffers: "
                                  f"{exc} (a model with dynamic shapes needs litert-xnnpack)") from exc
