@@ -28,7 +28,7 @@ vendor compiler's choice (declared ``mixed``).
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -54,7 +54,10 @@ BUFFER_DTYPES: frozenset[np.dtype] = frozenset(np.dtype(t) for t in (
 _exit_hook = False
 
 
-def _untraced(exc: BaseException) -> BaseException:
+_E = TypeVar("_E", bound=BaseException)
+
+
+def _untraced(exc: _E) -> _E:
     """``exc`` without its traceback. Its frames hold LiteRT's environment (a local of ``from_buffer``):
     kept alive by the exception, the environment would be destroyed, logging "DestroyAccelerator" from
     C++, wherever the caller drops the exception, outside the block that routes native lines."""
