@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import host_line, markdown_doc  # noqa: E402
 
 import edgert  # noqa: E402
+from delegates._native import native_quiet  # noqa: E402
 from delegates.base import TOLERANCE, Artifact, Delegate  # noqa: E402
 from delegates.errors import EdgeRTError, ModelLoadError  # noqa: E402
 from delegates.registry import all_delegates  # noqa: E402
@@ -52,7 +53,13 @@ RESULTS = Path(__file__).resolve().parent / "results" / "accelerators.md"
 
 
 def direct(art: Artifact, feeds: dict[str, np.ndarray]) -> tuple[list[str], list[np.ndarray]]:
-    """Output names and arrays from the backend itself on its CPU (no edgert in between)."""
+    """Output names and arrays from the backend itself on its CPU (no edgert in between; its native
+    log lines go to logging, as edgert's do)."""
+    with native_quiet():
+        return _direct(art, feeds)
+
+
+def _direct(art: Artifact, feeds: dict[str, np.ndarray]) -> tuple[list[str], list[np.ndarray]]:
     if art.format == "tflite":
         from ai_edge_litert.interpreter import Interpreter
 

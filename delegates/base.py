@@ -143,6 +143,8 @@ class Delegate(ABC):
     formats: tuple[str, ...]
     #: What configuring ``{"force_fp32": True}`` does on this path ("" when it has nothing to force).
     force_fp32_note: str = ""
+    #: Whether ``"auto"`` includes it (False for a second path to an engine another path gives).
+    in_auto: bool = True
 
     #: The cached probe result (``_UNPROBED`` until the first :meth:`probe`).
     _probed: object = None

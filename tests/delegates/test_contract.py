@@ -184,3 +184,23 @@ def test_gpu_paths_keep_the_contract_and_run_on_the_gpu(generated, mediapipe_dir
                 s.close()
                 kept += 1
         assert kept, f"{d.name} took none of the models"
+
+
+@pytest.mark.hardware
+def test_the_runtime_places_work_on_the_gpu_and_says_its_precision(generated) -> None:
+    """Where a GPU path exists, ``delegates="gpu"`` runs a model there and each Result carries the
+    path's declared precision; outputs keep the declared shapes."""
+    import edgert
+
+    gpu = [d for d in all_delegates().values() if d.processor == "gpu" and d.probe() is None and d.in_auto]  # noqa: E501
+    if not gpu:
+        pytest.skip("no GPU path on this host (edgert devices says why)")
+    x = genmodels.example_inputs("cnn")
+    with edgert.Runtime(delegates="gpu", cpu_workers=0) as rt:
+        m = rt.load([generated["cnn"]["onnx"], generated["cnn"]["tflite"]], name="cnn", tolerance=5e-2)
+        res = [m.submit(x).result(30) for _ in range(5)]
+    by_name = {d.name: d for d in gpu}
+    for r in res:
+        assert r.status in ("ok", "late") and r.processor == "gpu", r
+        assert r.precision == by_name[r.delegate].precision
+        assert r.outputs["logits"].shape == (1, 10)
