@@ -38,7 +38,8 @@ class StageInfo:
     error: str = ""
 
 
-#: Where a raising continuation's traceback goes (at ERROR): it is a bug, shown once per frame in logs.
+#: Where a raising continuation's traceback goes, at DEBUG: the frame's result and the demo's summary name
+#: the exception (type and message); the traceback is there for whoever turns this logger up.
 bug_log = logging.getLogger("apps.xr.bug")
 
 
@@ -46,6 +47,7 @@ def describe(exc: BaseException) -> str:
     """``"ValueError: message"``: the exception's type and message, as a failed stage carries them."""
     msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+
 
 _RANK = {"skipped": -1, "ok": 0, "late": 1, "dropped": 2, "failed": 3}
 
