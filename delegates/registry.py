@@ -16,6 +16,7 @@ Options are passed through from configuration, keyed by delegate name::
 from __future__ import annotations
 
 import importlib
+import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -121,8 +122,10 @@ def resolve(spec: str | Iterable[str] = "auto",
     if isinstance(spec, str) and spec in PROCESSOR_KINDS:
         kind = [d for d in resolve("auto") if d.processor == spec]
         if not kind:
-            why = "; ".join(f"{d.name}: {d.probe()}" for d in known.values() if d.processor == spec)
-            raise DelegateUnavailable(spec, f"no {spec} path is available here ({why[:600]})")
+            why = "; ".join(f"{d.name}: {re.split(r' [(]|; ', d.probe() or 'not in auto')[0]}"
+                            for d in known.values() if d.processor == spec)
+            raise DelegateUnavailable(spec, f"no {spec} path is available here ({why}); "
+                                            "edgert devices --verbose says why in full")
         return kind
     names = [spec] if isinstance(spec, str) else list(spec)
     out: list[Delegate] = []
