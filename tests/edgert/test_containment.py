@@ -99,3 +99,19 @@ def test_the_cloud_estimate_ager_survives_an_exception(cloud) -> None:
         w.age_estimates = raising   # type: ignore[method-assign]
         time.sleep(STALE_S * 0.8)
         assert len(calls) >= 2 and w._ager is not None and w._ager.is_alive()
+
+
+def test_a_result_callback_that_raises_on_a_worker_thread_leaves_the_worker_serving(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A caller's ``add_done_callback`` runs where the result is resolved (often a worker thread): the
+    future machinery logs its exception ("exception calling callback") and the worker goes on."""
+    paths = genmodels.save("tiny", tmp_path)
+    x = genmodels.example_inputs("tiny")
+    with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=1) as rt:
+        m = rt.load(paths["onnx"], name="tiny")
+        futs = [m.submit(x) for _ in range(3)]
+        for f in futs:
+            f.add_done_callback(_raise)
+        results = [f.result(10) for f in futs] + [m.submit(x).result(10) for _ in range(3)]
+        alive = [t.is_alive() for t in threading.enumerate() if t.name.startswith("edgert-cpu0")]
+    assert [r.status for r in results] == [OK] * 6 and alive and all(alive)
