@@ -38,6 +38,7 @@ import numpy as np
 import edgert
 from apps.camera import directory_frames, synthetic_frames, video_frames
 from apps.xr import FrameResult, Pipelines
+from apps.xr.stages import describe
 from apps.xr_demo_report import cloud_report, failure_reasons, reason_examples, report_text, summarize
 from edgert._extras import require
 from edgert.cli._table import width
@@ -70,12 +71,21 @@ STREAMS: tuple[Stream, ...] = (
 
 @dataclass(slots=True)
 class StreamStats:
-    """Per-stream frame outcomes: processed, finished within the period with every stage ok."""
+    """Per-stream frame outcomes: processed, finished within the period with every stage ok, and
+    ``failed``: frames on which code of ours raised (a decoder, a tracker), ``first_failure`` the
+    first such exception (``"stage: Type: message"``)."""
 
     frames: int = 0
     on_time: int = 0
     latencies_ms: list[float] = field(default_factory=list)
     last: FrameResult | None = None
+    failed: int = 0
+    first_failure: str = ""
+
+    def note_failure(self, reason: str) -> None:
+        """Count a frame that failed because ``reason`` raised (keep the first reason)."""
+        self.failed += 1
+        self.first_failure = self.first_failure or reason
 
 
 class XRSession:
@@ -99,18 +109,34 @@ class XRSession:
         while not self._stop.is_set():
             frame = self._latest
             if frame is not None:
-                t = time.perf_counter()
-                res = self.pipes[s.name].process(frame, deadline_ms=s.period_ms)
-                ms = (time.perf_counter() - t) * 1e3
-                ok = ms <= s.period_ms and all(v.status in ("ok", "skipped") for v in res.stages.values())
-                with self._lock:
-                    st = self.stats[s.name]
-                    st.frames += 1
-                    st.on_time += ok
-                    st.latencies_ms.append(ms)
-                    st.last = res
+                self._one_frame(s, frame)
             k = max(k + 1, int((time.perf_counter() - t0) / period) + 1)   # latest-frame pacing
             self._stop.wait(max(0.0, t0 + k * period - time.perf_counter()))
+
+    def _one_frame(self, s: Stream, frame: np.ndarray) -> None:
+        """Process ``frame`` on stream ``s`` and count it; code that raises fails this frame, never the thread."""
+        t = time.perf_counter()
+        try:
+            res: FrameResult | None = self.pipes[s.name].process(frame, deadline_ms=s.period_ms)
+            why = next((f"{stage}: {info.error}" for stage, info in res.stages.items() if info.error), "")
+        except Exception as exc:  # noqa: BLE001 - a bug fails the frame (counted, reason kept); the stream goes on
+            res, why = None, f"process: {describe(exc)}"
+        ms = (time.perf_counter() - t) * 1e3
+        ok = res is not None and ms <= s.period_ms and all(v.status in ("ok", "skipped") for v in res.stages.values())
+        with self._lock:
+            st = self.stats[s.name]
+            st.frames += 1
+            st.on_time += ok
+            st.latencies_ms.append(ms)
+            if res is not None:
+                st.last = res
+            if why:
+                st.note_failure(why)
+
+    def failures(self) -> dict[str, tuple[int, str]]:
+        """Stream -> (frames on which code of ours raised, the first reason) for streams with any."""
+        with self._lock:
+            return {n: (st.failed, st.first_failure) for n, st in self.stats.items() if st.failed}
 
     def run(self, frames: Iterator[np.ndarray], seconds: float,
             on_tick: Callable[[float, np.ndarray], None] | None = None) -> None:
@@ -207,6 +233,26 @@ class ShowWriter:
             self._w.release()
 
 
+def demo_delegates(spec: str | None) -> str | list[str]:
+    """``--delegates``: ``auto``, ``cpu``, ``gpu`` (the GPU paths plus the CPU paths, which take the
+    models or ops a GPU path refuses), or comma-separated names.
+
+    Raises:
+        edgert.DelegateUnavailable: no GPU path here (``gpu``), or a named path cannot run here.
+        edgert.ConfigError: an unknown name ("did you mean").
+    """
+    from delegates.registry import resolve  # noqa: PLC0415 - the registry's names, resolved once
+
+    spec = (spec or "auto").strip()
+    if spec in ("auto", "cpu"):
+        return spec
+    if spec == "gpu":
+        return [d.name for d in resolve("gpu")] + [d.name for d in resolve("cpu")]
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    resolve(names)
+    return names
+
+
 def _models_dir(args: argparse.Namespace) -> Path | None:
     return Path(args.models_dir) if args.models_dir else None
 
@@ -222,8 +268,8 @@ def main_from_args(args: argparse.Namespace) -> int:
     total = width(sys.stdout)
     offload = None if args.offload in (None, "off") else args.offload
     frames, source = frame_source(args)
-    with edgert.Runtime(scheduler=args.scheduler, offload=offload, trace=args.trace,
-                        cpu_workers=args.cpu_workers) as rt:
+    with edgert.Runtime(delegates=demo_delegates(getattr(args, "delegates", "auto")), scheduler=args.scheduler,
+                        offload=offload, trace=args.trace, cpu_workers=args.cpu_workers) as rt:
         session = XRSession(rt, models_dir=_models_dir(args))
         writer = ShowWriter(args.show, session) if args.show else None
         title = f"edgert xr-demo: scheduler {rt.scheduler} on {', '.join(rt.processors)}, {source}"
@@ -243,7 +289,10 @@ def main_from_args(args: argparse.Namespace) -> int:
         print(report_text(summary, rt.processors, f"{title}, summary over {args.seconds:.0f} s (p50/p99 in ms)",
                           total))
         _outputs(args, rt, summary)
-    return 0
+    failed = session.failures()
+    for name, (n, first) in failed.items():
+        print(f"error: stream {name}: {n} frame(s) failed because code raised; first: {first}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def final_summary(rt: edgert.Runtime, session: XRSession, seconds: float, source: str) -> dict[str, Any]:

@@ -49,6 +49,7 @@ def summarize(stats: dict[str, dict[str, Any]], seconds: float, session: _Sessio
         per_stream[name] = {"frames": st.frames, "on_time": st.on_time,
                             "on_time_pct": 100.0 * st.on_time / st.frames if st.frames else 0.0,
                             "p50_ms": float(np.percentile(lat, 50)), "p99_ms": float(np.percentile(lat, 99)),
+                            "failed": getattr(st, "failed", 0), "first_failure": getattr(st, "first_failure", ""),
                             **counts}
     return {"seconds": seconds, "per_model": per_model, "per_stream": per_stream}
 
@@ -198,6 +199,12 @@ def report_text(summary: dict[str, Any], processors: Sequence[str], title: str, 
              stream_table(summary, total)]
     parts += [f"  {name:<13} frames whose whole cascade met its deadline: "
               f"{s['on_time']}/{s['frames']} ({s['on_time_pct']:.1f}%)" for name, s in summary["per_stream"].items()]
+    parts += [line for name, s in summary["per_stream"].items() if s.get("failed")
+              for line in textwrap.wrap(f"  {name}: {s['failed']} frame(s) failed, code raised; first: "
+                                        f"{s['first_failure']}", total, subsequent_indent="    ")]
+    parts += [line for name, m in summary["per_model"].items() for d, why in m.get("excluded", {}).items()
+              for line in textwrap.wrap(f"  {name}: {d} excluded by the model's tolerance: {why}", total,
+                                        subsequent_indent="    ")]
     line = cloud_line(summary.get("cloud"))
     if line:
         parts += ["", *textwrap.wrap(line, total, subsequent_indent="  ")]

@@ -31,7 +31,13 @@ LIBRARY_DIRS: tuple[str, ...] = (
     "/usr/local/lib", "/usr/lib",
 )
 
-_fd_lock = threading.Lock()
+# A library's logger: without a handler of its own, Python's last-resort handler would print the native
+# WARNING lines (ORT's "No registered plugin EP device found", LiteRT's NPU registry) on stderr. With
+# it, they show only where the application configures logging (``edgert -v`` does).
+logging.getLogger("edgert.native").addHandler(logging.NullHandler())
+
+# Re-entrant: a quiet load may probe its delegate, which captures too (the redirections nest).
+_fd_lock = threading.RLock()
 
 
 @dataclass(slots=True)
@@ -40,6 +46,8 @@ class Captured:
 
     text: str = ""
     lines: list[str] = field(default_factory=list)
+    #: What was written that is not a native log line (those went to logging as well).
+    rest: str = ""
 
     def errors(self, limit: int = 3, prefer: str = "", ignore: str = r"compiler_plugin") -> str:
         """The most telling ERROR/WARNING lines (at most ``limit``), joined; '' when there were none.
@@ -59,7 +67,8 @@ class Captured:
 
 @contextlib.contextmanager
 def capture_native_stderr() -> Iterator[Captured]:
-    """Redirect fds 1 and 2 to a temp file while the block runs; the text lands in the yielded object.
+    """Redirect fds 1 and 2 to a temp file while the block runs; the text lands in the yielded object,
+    and its native log lines also go to ``logging.getLogger("edgert.native")`` (shown with ``edgert -v``).
 
     Native libraries print to both (the QNN libraries print a banner on
     stdout, which would corrupt ``edgert devices --json``). Process-wide:
@@ -84,6 +93,45 @@ def capture_native_stderr() -> Iterator[Captured]:
             tmp.seek(0)
             out.text = tmp.read().decode("utf-8", "replace")
             out.lines = [clean for ln in out.text.splitlines() if (clean := _clean(ln))]
+            out.rest = _route_native(out.text, logging.getLogger("edgert.native"))
+
+
+@contextlib.contextmanager
+def native_quiet() -> Iterator[None]:
+    """Run a block in which native libraries log (a model load, a session's close): each native log
+    line goes to ``logging.getLogger("edgert.native")`` at INFO (hidden unless the logger is set to
+    show it, e.g. ``edgert -v``), anything else written meanwhile is copied back to stderr.
+
+    LiteRT logs "Created TensorFlow Lite XNNPACK delegate", "Creating LiteRT environment" and
+    "DestroyAccelerator" at INFO from C++, ONNX Runtime "No registered plugin EP device found" at
+    WARNING; neither has an API to turn that off. Process-wide for the block's duration, like
+    :func:`capture_native_stderr`: use it around loads and closes, never around runs.
+    """
+    cap = Captured()
+    try:
+        with capture_native_stderr() as cap:
+            yield
+    finally:
+        if cap.rest:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.write(cap.rest)
+                sys.stderr.flush()
+
+
+def _route_native(text: str, log: logging.Logger) -> str:
+    """Send the native log lines of ``text`` to ``log`` at INFO (the line keeps its own level word);
+    return the other lines.
+
+    INFO, not their own level: what a probe or a load captures is chatter the caller has already
+    turned into a reason or an exception ("No adapters found" is the probe's reason, "not
+    accelerated" the load error), so it shows only when asked for (``edgert -v``)."""
+    rest: list[str] = []
+    for line in text.splitlines(keepends=True):
+        if native_level(line.rstrip("\n")) is None:
+            rest.append(line)
+        elif log.isEnabledFor(logging.INFO):
+            log.info("%s", _clean(line))
+    return "".join(rest)
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

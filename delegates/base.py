@@ -17,10 +17,22 @@ from typing import Any
 
 import numpy as np
 
+from delegates.errors import InferenceError
+from scheduler.errors import ConfigError
+
 _UNPROBED = object()
 
 #: Model file formats a delegate may take.
 FORMATS: tuple[str, ...] = ("tflite", "onnx")
+
+#: Numeric precisions a path may compute in (:data:`delegates.base.PRECISIONS`).
+PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "int8", "mixed")
+
+#: Largest |path - fp32 reference| a path of each precision is held to, as a share of each output's
+#: range (max - min of the reference): what the contract test and ``edgert devices`` declare.
+#: fp32 paths may differ only by summation order; tf32 keeps 10 mantissa bits in matmuls; fp16
+#: 10 bits throughout, and accumulated error over a deep net reaches a few percent of the range.
+TOLERANCE: dict[str, float] = {"fp32": 1e-4, "tf32": 1e-2, "fp16": 5e-2, "int8": 1e-1, "mixed": 5e-2}
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +87,20 @@ class DelegateInfo:
     available: bool
     reason: str = ""
     formats: tuple[str, ...] = ()
+    precision: str = "fp32"
+    force_fp32: str = ""
+
+    @property
+    def tolerance(self) -> float:
+        """The declared error bound of this path: share of an output's range (see :data:`TOLERANCE`)."""
+        return TOLERANCE[self.precision]
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready dict: name, processor, backend, available, reason, formats."""
+        """JSON-ready dict: name, processor, backend, available, reason, formats, precision, tolerance,
+        force_fp32 (how to force fp32 on this path; "" when it computes in fp32 or cannot)."""
         return {"name": self.name, "processor": self.processor, "backend": self.backend,
-                "available": self.available, "reason": self.reason, "formats": list(self.formats)}
+                "available": self.available, "reason": self.reason, "formats": list(self.formats),
+                "precision": self.precision, "tolerance": self.tolerance, "force_fp32": self.force_fp32}
 
 
 class Session(ABC):
@@ -89,6 +110,8 @@ class Session(ABC):
     outputs: tuple[TensorSpec, ...]
     #: Share of the graph's nodes the delegate runs itself (1.0 = all); the rest fall back to the CPU.
     coverage: float = 1.0
+    #: The arithmetic this session computes in (one of :data:`PRECISIONS`), fixed when it was opened.
+    precision: str = "fp32"
 
     @abstractmethod
     def run(self, feeds: list[np.ndarray]) -> list[np.ndarray]:
@@ -118,6 +141,10 @@ class Delegate(ABC):
     backend: str
     #: Model formats it opens.
     formats: tuple[str, ...]
+    #: What configuring ``{"force_fp32": True}`` does on this path ("" when it has nothing to force).
+    force_fp32_note: str = ""
+    #: Whether ``"auto"`` includes it (False for a second path to an engine another path gives).
+    in_auto: bool = True
 
     #: The cached probe result (``_UNPROBED`` until the first :meth:`probe`).
     _probed: object = None
@@ -148,7 +175,54 @@ class Delegate(ABC):
             ModelLoadError: the artifact is missing, corrupt or unsupported here.
         """
 
+    @property
+    def precision(self) -> str:
+        """The arithmetic this path computes in with its current options (one of :data:`PRECISIONS`)."""
+        return "fp32"
+
+    @property
+    def tolerance(self) -> float:
+        """Declared error bound (share of an output's range) for the current :attr:`precision`."""
+        return TOLERANCE[self.precision]
+
     def info(self) -> DelegateInfo:
         """Probe and describe this delegate."""
         reason = self.probe()
-        return DelegateInfo(self.name, self.processor, self.backend, reason is None, reason or "", self.formats)
+        return DelegateInfo(self.name, self.processor, self.backend, reason is None, reason or "", self.formats,
+                            self.precision, self.force_fp32_note)
+
+
+def force_fp32_flag(options: dict[str, Any]) -> bool | None:
+    """Pop ``force_fp32`` from delegate ``options``: True / False, or None when not given.
+
+    Raises:
+        ConfigError: a value that is not a bool (or 0 / 1).
+    """
+    if "force_fp32" not in options:
+        return None
+    v = options.pop("force_fp32")
+    if v not in (True, False, 0, 1):
+        raise ConfigError(f"force_fp32 must be True or False, got {v!r}")
+    return bool(v)
+
+
+def conform(outputs: list[np.ndarray], specs: tuple[TensorSpec, ...], label: str) -> list[np.ndarray]:
+    """Outputs as ``specs`` declare them: a flat buffer of the right size is reshaped to the static
+    shape; a different dtype or element count is a backend fault.
+
+    Raises:
+        InferenceError: an output has the wrong element count or dtype (names it, expected and got).
+    """
+    out = []
+    for arr, spec in zip(outputs, specs):
+        if arr.dtype != spec.dtype:
+            raise InferenceError(f"{label}: output {spec.name!r} came back {arr.dtype}, the model declares "
+                                 f"{spec.describe()}")
+        if arr.shape != spec.shape and None not in spec.shape:
+            shape = spec.concrete_shape()
+            if arr.size != int(np.prod(shape, dtype=np.int64)):
+                raise InferenceError(f"{label}: output {spec.name!r} came back with shape {list(arr.shape)}, "
+                                     f"the model declares {spec.describe()}")
+            arr = arr.reshape(shape)
+        out.append(arr)
+    return out

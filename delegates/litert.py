@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from delegates._foreign import LITERT_ERRORS
+from delegates._native import native_quiet
 from delegates.base import Artifact, Delegate, Session, TensorSpec
 from delegates.errors import DelegateUnavailable, InferenceError, ModelLoadError
 
@@ -76,7 +77,8 @@ class LiteRTSession(Session):
 
     def _resize(self, i: int, shape: tuple[int, ...]) -> None:
         self._interp.resize_tensor_input(self._in_idx[i], list(shape), strict=False)
-        self._interp.allocate_tensors()
+        with native_quiet():   # XNNPACK re-applies itself and logs at INFO
+            self._interp.allocate_tensors()
         self._shapes = [tuple(int(x) for x in d["shape"]) for d in self._interp.get_input_details()]
 
     def placement(self) -> dict[str, int]:
@@ -197,9 +199,10 @@ class LiteRTDelegate(Delegate):
         if delegates_:
             kwargs["experimental_delegates"] = delegates_
         try:
-            interp = interpreter.Interpreter(**kwargs)
-            applied = interp._interpreter.NumNodes() if delegates_ else 0  # noqa: SLF001 - see placement
-            interp.allocate_tensors()
+            with native_quiet():   # "Created TensorFlow Lite XNNPACK delegate for CPU." goes to logging
+                interp = interpreter.Interpreter(**kwargs)
+                applied = interp._interpreter.NumNodes() if delegates_ else 0  # noqa: SLF001 - see placement
+                interp.allocate_tensors()
         except LITERT_ERRORS as exc:
             raise ModelLoadError(
                 f"LiteRT could not load {artifact.label} on {self.name}: {exc}"

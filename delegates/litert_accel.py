@@ -42,9 +42,10 @@ from typing import Any
 
 from delegates._native import capture_native_stderr, find_library, searched_dirs
 from delegates._probe_models import tflite_probe
-from delegates.base import Delegate
+from delegates.base import Delegate, force_fp32_flag
 from delegates.litert import LiteRTDelegate, import_interpreter, interpreter_placement
 from delegates.errors import DelegateUnavailable
+from scheduler.errors import ConfigError
 
 
 class ExternalDelegate(LiteRTDelegate):
@@ -66,6 +67,37 @@ class ExternalDelegate(LiteRTDelegate):
         self.requires = requires
         self.engine = engine or processor
         self._path: str | None = None
+
+    @property
+    def precision(self) -> str:
+        """GPU delegate: fp32 unless ``precision_loss_allowed`` (then fp16); QNN HTP: int8 (fp16 with
+        ``htp_precision=1``), QNN GPU fp16, Hexagon int8 (it takes quantized models only)."""
+        if self.library.startswith("libtensorflowlite_gpu"):
+            return "fp16" if str(self.options.get("precision_loss_allowed", "0")).lower() in ("1", "true") else "fp32"
+        if self.name == "litert-hexagon":
+            return "int8"
+        if self.options.get("backend_type") == "gpu":
+            return "fp16"
+        return "fp16" if str(self.options.get("htp_precision", "0")) == "1" else "int8"
+
+    @property
+    def force_fp32_note(self) -> str:  # type: ignore[override]
+        """What ``force_fp32`` does here."""
+        return "precision_loss_allowed=0" if self.library.startswith("libtensorflowlite_gpu") else "cannot"
+
+    def configure(self, options: dict[str, Any]) -> None:
+        """Merge delegate options; ``force_fp32=True`` turns off the GPU delegate's precision loss.
+
+        Raises:
+            ConfigError: ``force_fp32`` on a QNN / Hexagon path (they have no fp32 mode).
+        """
+        opts = dict(options)
+        force = force_fp32_flag(opts)
+        if force:
+            if not self.library.startswith("libtensorflowlite_gpu"):
+                raise ConfigError(f"{self.name} cannot force fp32: it computes in {self.precision} only")
+            opts["precision_loss_allowed"] = "0"
+        super().configure(opts)
 
     def _delegate_options(self) -> dict[str, str]:
         return {k: str(v) for k, v in self.options.items() if k != "library"}

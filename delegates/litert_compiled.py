@@ -1,9 +1,12 @@
-"""LiteRT ``CompiledModel`` with its hardware-accelerator flags (GPU, NPU), where present.
+"""LiteRT ``CompiledModel`` on one hardware accelerator: CPU, GPU, NPU (where present).
 
 ``ai_edge_litert.compiled_model.CompiledModel`` (LiteRT 2.x) compiles a
-``.tflite`` model for a set of accelerators (``HardwareAccelerator.GPU`` via
-the bundled WebGPU/OpenCL accelerator, ``NPU`` via a vendor dispatch
-library). These paths open a model with the accelerator *alone*: if some
+``.tflite`` model for a set of accelerators (``HardwareAccelerator.CPU`` via
+XNNPACK, ``GPU`` via the bundled WebGPU/OpenCL accelerator, ``NPU`` via a
+vendor dispatch library). ``litert-compiled-cpu`` exists so that the session
+code the GPU and NPU paths share (tensor buffers, signature 0, outputs read
+back flat and reshaped to the declared shape) runs on every host, CI
+included. These paths open a model with the accelerator *alone*: if some
 op is not accelerated LiteRT refuses ("Some ops are not accelerated") and
 edgert raises ModelLoadError, because LiteRT does not report how a
 GPU|CPU compilation was split — use the ``litert-gpu`` delegate (which
@@ -14,19 +17,27 @@ Availability is probed by compiling a tiny model for the accelerator; the
 reason is LiteRT's own log line (e.g. "Failed to initialize WebGPU
 environment: INTERNAL: No adapters found", "NPU accelerator could not be
 loaded and registered: kLiteRtStatusErrorNotFound").
+
+Precision: the GPU accelerator computes in fp16 unless
+``GpuOptions(enforce_f32=True)`` is given (measured on an H100: |GPU - CPU|
+up to 793 on pose_landmark_full in fp16); ``configure({"force_fp32": True})``
+sets it. The CPU accelerator computes in fp32; an NPU's arithmetic is the
+vendor compiler's choice (declared ``mixed``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import Any, TypeVar
 
 import numpy as np
 
 from delegates._foreign import LITERT_ERRORS
-from delegates._native import capture_native_stderr
+from delegates._native import capture_native_stderr, native_quiet
 from delegates._probe_models import tflite_probe
-from delegates.base import Artifact, Delegate, Session, TensorSpec
+from delegates.base import Artifact, Delegate, Session, TensorSpec, conform, force_fp32_flag
 from delegates.errors import DelegateUnavailable, InferenceError, ModelLoadError
+from scheduler.errors import ConfigError
 
 
 def _import_compiled() -> tuple[Any, Any]:
@@ -36,46 +47,183 @@ def _import_compiled() -> tuple[Any, Any]:
     return CompiledModel, HardwareAccelerator
 
 
+#: Element types ``ai_edge_litert.tensor_buffer.TensorBuffer`` reads and writes (2.3; no int64).
+BUFFER_DTYPES: frozenset[np.dtype] = frozenset(np.dtype(t) for t in (
+    np.float32, np.float16, np.int32, np.int8, np.uint8, np.bool_))
+
+_exit_hook = False
+
+
+_E = TypeVar("_E", bound=BaseException)
+
+
+def _untraced(exc: _E) -> _E:
+    """``exc`` without its traceback. Its frames hold LiteRT's environment (a local of ``from_buffer``):
+    kept alive by the exception, the environment would be destroyed, logging "DestroyAccelerator" from
+    C++, wherever the caller drops the exception, outside the block that routes native lines."""
+    exc.__traceback__ = None
+    import gc  # noqa: PLC0415
+
+    gc.collect()
+    return exc
+
+
+def quiet_at_exit() -> None:
+    """Once per process: silence fd 2 for the interpreter's final teardown, unless native INFO lines are
+    wanted (``edgert.native`` at INFO, e.g. ``edgert -v``).
+
+    LiteRT's process-wide environment is a C++ static destroyed after Python has finished, and its
+    destructor logs "DestroyAccelerator" at INFO for every accelerator; nothing else writes to stderr
+    that late but Python's own "Exception ignored" notes from interpreter shutdown, which are lost.
+    """
+    global _exit_hook
+    if _exit_hook:
+        return
+    _exit_hook = True
+    import atexit  # noqa: PLC0415
+    import logging  # noqa: PLC0415
+    import os  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    def _silence() -> None:
+        if logging.getLogger("edgert.native").isEnabledFor(logging.INFO):
+            return
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.flush()
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 2)
+            os.close(null)
+
+    atexit.register(_silence)
+
+
+def dynamic_tensors(data: bytes) -> list[str]:
+    """Names of subgraph 0's inputs / outputs whose shape signature has a dynamic (-1) dim.
+
+    ``CompiledModel`` reports only the static shape (a dynamic batch shows as 1), so the flatbuffer's
+    ``shape_signature`` is read with the schema ai_edge_litert ships; [] if it cannot be parsed.
+    """
+    try:
+        from ai_edge_litert import schema_py_generated as schema  # noqa: PLC0415
+
+        sg = schema.Model.GetRootAsModel(data, 0).Subgraphs(0)
+        out = []
+        for idx in [*sg.InputsAsNumpy().tolist(), *sg.OutputsAsNumpy().tolist()]:
+            t = sg.Tensors(int(idx))
+            if t.ShapeSignatureLength() and (t.ShapeSignatureAsNumpy() < 0).any():
+                out.append((t.Name() or b"?").decode("utf-8", "replace"))
+        return out
+    except Exception:  # noqa: BLE001 - an unparsable file fails in LiteRT itself, with its message
+        return []
+
+
+def _model_options(accel: Any, accelerator: str, force_fp32: bool, threads: int = 1) -> dict[str, Any]:
+    """``from_file`` / ``from_buffer`` keyword arguments: grouped ``Options`` (``threads`` CPU threads,
+    ``GpuOptions.enforce_f32`` when asked) where this LiteRT has them, else the legacy flag.
+
+    Raises:
+        ConfigError: fp32 is forced but this LiteRT has no ``GpuOptions`` to say so.
+    """
+    try:
+        from ai_edge_litert.options import CpuOptions, GpuOptions, Options  # noqa: PLC0415 - LiteRT >= 2.3
+    except ImportError:
+        if force_fp32 and accelerator == "GPU":
+            raise ConfigError("force_fp32 on litert-compiled-gpu needs ai_edge_litert.options.GpuOptions "
+                              "(ai-edge-litert >= 2.3): pip install -U ai-edge-litert") from None
+        return {"hardware_accel": accel}
+    opts = Options(hardware_accelerators=accel, cpu_options=CpuOptions(num_threads=threads),
+                   gpu_options=GpuOptions(enforce_f32=True) if force_fp32 and accelerator == "GPU" else None)
+    return {"options": opts}
+
+
 class CompiledSession(Session):
     """One ``CompiledModel`` (signature 0) behind the Session interface; static shapes only."""
 
-    def __init__(self, model: Any, label: str, engine: str) -> None:
+    def __init__(self, model: Any, label: str, engine: str, precision: str = "fp32") -> None:
+        self._model: Any = None
+        self._in_bufs: list[Any] = []
+        self._out_bufs: list[Any] = []
+        try:
+            self._setup(model, label, engine, precision)
+        except BaseException:
+            self._model = None
+            self._in_bufs = self._out_bufs = []
+            raise
+
+    def _setup(self, model: Any, label: str, engine: str, precision: str) -> None:
         self._model = model
+        self.precision = precision
         self._label = label
         key = next(iter(model.get_signature_list()))
         ins = model.get_input_tensor_details(key)
         outs = model.get_output_tensor_details(key)
         self.inputs = tuple(TensorSpec(n, tuple(int(x) for x in d["shape"]), np.dtype(d["dtype"])) for n, d in ins.items())
         self.outputs = tuple(TensorSpec(n, tuple(int(x) for x in d["shape"]), np.dtype(d["dtype"])) for n, d in outs.items())
+        dynamic = [s.name for s in (*self.inputs, *self.outputs) if any(x is None or x < 0 for x in s.shape)]
+        if dynamic:
+            raise ModelLoadError(f"{label} has tensors of dynamic shape ({', '.join(dynamic)}), which a "
+                                 "CompiledModel path does not resize; use litert-xnnpack")
+        odd = [f"{s.name} ({s.dtype})" for s in (*self.inputs, *self.outputs) if s.dtype not in BUFFER_DTYPES]
+        if odd:
+            raise ModelLoadError(f"{label} has tensors LiteRT's TensorBuffer cannot read or write: "
+                                 f"{', '.join(odd)} (it takes {', '.join(sorted(d.name for d in BUFFER_DTYPES))}); "
+                                 "use litert-xnnpack")
         self._in_bufs = model.create_input_buffers(0)
         self._out_bufs = model.create_output_buffers(0)
         self.coverage = 1.0
         self._engine = engine
+        # LiteRT creates a process-wide environment on the first run and logs that at INFO from C++: run
+        # once on zeros now, where the caller (open) routes native lines to logging, not mid-request.
+        model.run_by_index(0, self._in_bufs, self._out_bufs)
+        quiet_at_exit()
 
     def placement(self) -> dict[str, int]:
         """``{engine: 1}``: the whole graph was compiled for the accelerator (node counts are not exposed)."""
         return {self._engine: 1}
 
     def run(self, feeds: list[np.ndarray]) -> list[np.ndarray]:
-        """Write inputs, run signature 0, read outputs; LiteRT's errors become InferenceError."""
+        """Write inputs, run signature 0, read outputs back in their declared shapes and dtypes.
+
+        A tensor buffer reads back flat (1-D); each output is reshaped to the shape the model
+        declares (static here), and a wrong element count or dtype is an InferenceError.
+
+        Raises:
+            InferenceError: LiteRT failed (chained), or an output does not match its declaration.
+        """
+        for spec, arr in zip(self.inputs, feeds):
+            if arr.shape != spec.shape:
+                raise InferenceError(f"LiteRT CompiledModel running {self._label}: input {spec.name!r} has shape "
+                                     f"{list(arr.shape)}, the compiled model takes {spec.describe()} only")
         try:
             for buf, spec, arr in zip(self._in_bufs, self.inputs, feeds):
                 buf.write(np.ascontiguousarray(arr, dtype=spec.dtype))
             self._model.run_by_index(0, self._in_bufs, self._out_bufs)
-            return [buf.read(int(np.prod(s.shape)), s.dtype)  # type: ignore[arg-type]  # output shapes are static.reshape(s.shape)
+            flat = [np.asarray(buf.read(int(np.prod(s.concrete_shape(), dtype=np.int64)), s.dtype))
                     for buf, s in zip(self._out_bufs, self.outputs)]
         except LITERT_ERRORS as exc:   # anything else is a bug of ours: it propagates
             raise InferenceError(f"LiteRT CompiledModel failed running {self._label}: {exc}") from exc
+        return conform(flat, self.outputs, f"LiteRT CompiledModel running {self._label}")
 
     def close(self) -> None:
-        """Release the compiled model."""
+        """Release the compiled model, its buffers and LiteRT environment (whose teardown logs
+        "DestroyAccelerator" at INFO from C++: routed to logging)."""
         if self._model is not None:
-            self._model.close()
-            self._model = None
+            with native_quiet():
+                self._model.close()
+                self._model = None
+                self._in_bufs = self._out_bufs = []
+                import gc  # noqa: PLC0415 - the environment may sit in a reference cycle
+
+                gc.collect()
+
+    def __del__(self) -> None:
+        """A session dropped without close() releases LiteRT quietly too."""
+        with contextlib.suppress(Exception):
+            self.close()
 
 
 class CompiledModelDelegate(Delegate):
-    """``CompiledModel`` with one accelerator flag (``GPU`` or ``NPU``) on a processor kind."""
+    """``CompiledModel`` with one accelerator flag (``CPU``, ``GPU`` or ``NPU``) on a processor kind."""
 
     backend = "litert"
     formats = ("tflite",)
@@ -84,20 +232,42 @@ class CompiledModelDelegate(Delegate):
         self.name = name
         self.processor = processor
         self.accelerator = accelerator
+        self.force_fp32 = False
+        self.force_fp32_note = ("GpuOptions(enforce_f32=True)" if accelerator == "GPU" else "")
+        #: The CPU accelerator is XNNPACK again (litert-xnnpack's engine): usable by name, and kept
+        #: out of "auto" so that a CPU worker does not warm up one engine twice per model.
+        self.in_auto = accelerator != "CPU"
 
+    @property
+    def precision(self) -> str:
+        """``fp32`` on the CPU, ``fp16`` on the GPU (``fp32`` when forced), ``mixed`` on an NPU."""
+        if self.accelerator == "CPU":
+            return "fp32"
+        if self.accelerator == "GPU":
+            return "fp32" if self.force_fp32 else "fp16"
+        return "mixed"
 
     def configure(self, options: dict[str, Any]) -> None:
-        """No options are taken yet; any key is an error (names the path)."""
-        if options:
-            from scheduler.errors import ConfigError  # noqa: PLC0415
+        """Takes ``force_fp32`` (GPU: ``GpuOptions.enforce_f32``); any other key is an error.
 
-            raise ConfigError(f"{self.name} takes no options (got {sorted(options)})")
+        Raises:
+            ConfigError: an unknown key, or forcing fp32 on an NPU (its compiler decides).
+        """
+        opts = dict(options)
+        force = force_fp32_flag(opts)
+        if opts:
+            raise ConfigError(f"{self.name} takes only force_fp32 (got {sorted(opts)})")
+        if force and self.accelerator == "NPU":
+            raise ConfigError(f"{self.name} cannot force fp32: the NPU vendor's compiler picks the arithmetic")
+        if force is not None:
+            self.force_fp32 = force and self.accelerator == "GPU"
 
 
     @property
     def _telling(self) -> str:
         """Regex of the log lines that explain this accelerator's failure best."""
-        return r"webgpu|adapter|opencl|metal" if self.accelerator == "GPU" else r"NPU accelerator|dispatch"
+        return {"GPU": r"webgpu|adapter|opencl|metal", "NPU": r"NPU accelerator|dispatch"}.get(self.accelerator,
+                                                                                             r"xnnpack|cpu")
 
     def _flag(self) -> Any:
         _, hw = _import_compiled()
@@ -110,10 +280,10 @@ class CompiledModelDelegate(Delegate):
             return f"this LiteRT has no CompiledModel API ({exc}); pip install -U 'ai-edge-litert>=2'"
         with capture_native_stderr() as log:
             try:
-                compiled.from_buffer(tflite_probe(), hardware_accel=self._flag()).close()
+                compiled.from_buffer(tflite_probe(), **_model_options(self._flag(), self.accelerator, False)).close()
                 err: Exception | None = None
             except Exception as exc:  # noqa: BLE001 - LiteRT raises RuntimeError with its status
-                err = exc
+                err = _untraced(exc)
         if err is None:
             return None
         native = log.errors(1, prefer=self._telling)
@@ -133,23 +303,40 @@ class CompiledModelDelegate(Delegate):
             raise DelegateUnavailable(self.name, reason)
         if artifact.path is not None and not artifact.path.exists():
             raise ModelLoadError(f"model file {artifact.label} does not exist")
+        data = artifact.read()
+        if dynamic := dynamic_tensors(data):
+            raise ModelLoadError(f"{self.name} cannot run {artifact.label}: tensors of dynamic shape "
+                                 f"({', '.join(dynamic)}), which a CompiledModel path does not resize; "
+                                 "use litert-xnnpack")
         compiled, _ = _import_compiled()
+        kwargs = _model_options(self._flag(), self.accelerator, self.force_fp32, threads)
         with capture_native_stderr() as log:
             try:
-                model = (compiled.from_file(str(artifact.path), hardware_accel=self._flag()) if artifact.path
-                         else compiled.from_buffer(artifact.read(), hardware_accel=self._flag()))
+                model = (compiled.from_file(str(artifact.path), **kwargs) if artifact.path
+                         else compiled.from_buffer(data, **kwargs))
                 err: Exception | None = None
             except Exception as exc:  # noqa: BLE001
-                err = exc
+                err = _untraced(exc)
         if err is not None:
             detail = log.errors(2, prefer=r"not accelerated|" + self._telling) or str(err).strip().replace("\n", " ")
             hint = (" (not every op runs on it; use a delegate path that partitions, e.g. litert-gpu, or a cpu path)"
                     if "not accelerated" in (str(err) + log.text) else "")
             raise ModelLoadError(f"{self.name} could not compile {artifact.label}: {detail[:400]}{hint}") from err
-        return CompiledSession(model, artifact.label, self.processor)
+        try:
+            with native_quiet():
+                try:
+                    return CompiledSession(model, artifact.label, self.processor, self.precision)
+                except BaseException as exc:
+                    model.close()
+                    del model   # LiteRT's environment goes now, while its log lines are routed
+                    raise _untraced(exc)  # noqa: B904 - the same exception, without the frames holding LiteRT
+        except LITERT_ERRORS as exc:
+            raise ModelLoadError(f"{self.name} compiled {artifact.label} but cannot make its tensor buffers: "
+                                 f"{exc} (a model with dynamic shapes needs litert-xnnpack)") from exc
 
 
 def delegates() -> list[Delegate]:
     """The CompiledModel accelerator paths."""
-    return [CompiledModelDelegate("litert-compiled-gpu", "gpu", "GPU"),
+    return [CompiledModelDelegate("litert-compiled-cpu", "cpu", "CPU"),
+            CompiledModelDelegate("litert-compiled-gpu", "gpu", "GPU"),
             CompiledModelDelegate("litert-compiled-npu", "npu", "NPU")]

@@ -33,9 +33,10 @@ from typing import Any
 import numpy as np
 
 from delegates._foreign import ort_errors
-from delegates._native import capture_native_stderr, jetson_model
+from delegates._native import capture_native_stderr, jetson_model, native_quiet
 from delegates._probe_models import onnx_probe
-from delegates.base import Artifact, Delegate, Session, TensorSpec
+from delegates.base import Artifact, Delegate, Session, TensorSpec, force_fp32_flag
+from delegates.precision import ort_force_fp32, ort_precision
 from delegates.errors import DelegateUnavailable, InferenceError, ModelLoadError
 
 # ORT type strings -> numpy dtypes.
@@ -51,7 +52,8 @@ CPU_EP = "CPUExecutionProvider"
 
 #: What to install (or build) to get an EP that this onnxruntime build lacks.
 _INSTALL_HINT: dict[str, str] = {
-    "CUDAExecutionProvider": "pip install onnxruntime-gpu (needs an NVIDIA driver, CUDA 12 and cuDNN 9)",
+    "CUDAExecutionProvider": "pip install 'edgert[cuda]' (onnxruntime-gpu; needs an NVIDIA driver, CUDA 12 "
+                             "and cuDNN 9)",
     "TensorrtExecutionProvider": "pip install onnxruntime-gpu and TensorRT 10 (on Jetson: JetPack's onnxruntime-gpu wheel)",
     "OpenVINOExecutionProvider": "pip install onnxruntime-openvino",
     "XnnpackExecutionProvider": "the PyPI onnxruntime wheel is built without it; use onnxruntime-android or build with --use_xnnpack",
@@ -173,9 +175,34 @@ class OrtDelegate(Delegate):
 
     # -- configuration and probing -------------------------------------------------------------
     def configure(self, options: Mapping[str, Any]) -> None:
-        """Merge EP options (passed to ORT as given) and forget the cached probe."""
-        self.provider_options.update(options)
+        """Merge EP options (passed to ORT as given) and forget the cached probe.
+
+        ``force_fp32=True`` sets the EP's own options for fp32 arithmetic (CUDA ``use_tf32=0``,
+        TensorRT without fp16 / int8, OpenVINO ``precision=FP32``; :mod:`delegates.precision`).
+
+        Raises:
+            ConfigError: ``force_fp32`` on an EP that cannot compute in fp32 (DLA, NNAPI's NPU …).
+        """
+        opts = dict(options)
+        force = force_fp32_flag(opts)
+        if force:
+            opts.update(ort_force_fp32(self.name, self.provider, self.provider_options))
+        self.provider_options.update(opts)
         self.invalidate()
+
+    @property
+    def precision(self) -> str:
+        """The arithmetic this EP computes in with its current options (:func:`delegates.precision.ort_precision`)."""
+        return ort_precision(self.provider, self.provider_options)
+
+    @property
+    def force_fp32_note(self) -> str:  # type: ignore[override]
+        """The EP options ``force_fp32`` sets ("" when there is nothing to force)."""
+        try:
+            opts = ort_force_fp32(self.name, self.provider, self.provider_options)
+        except Exception:  # noqa: BLE001 - cannot be forced: say so in devices
+            return "cannot: " + ("DLA computes in fp16 / int8 only" if "dla" in self.name else "not supported")
+        return ", ".join(f"{k}={v}" for k, v in opts.items())
 
 
 
@@ -197,6 +224,9 @@ class OrtDelegate(Delegate):
         if self.provider in have:
             return None
         hint = _INSTALL_HINT.get(self.provider, "")
+        from delegates._install import shadowed  # noqa: PLC0415 - only when an EP is missing
+
+        hint = next((sh.line() for sh in shadowed(list(have)) if sh.provider == self.provider), hint)
         return (f"{self.provider} is not in this onnxruntime {ort.__version__} build "
                 f"(has: {', '.join(have)})" + (f"; {hint}" if hint else ""))
 
@@ -263,7 +293,8 @@ class OrtDelegate(Delegate):
             raise ModelLoadError(f"model file {artifact.label} does not exist")
         source = str(artifact.path) if artifact.path is not None else artifact.read()
         try:
-            sess = self._create(source, threads)
+            with native_quiet():   # e.g. "No registered plugin EP device found for 'CUDAExecutionProvider'"
+                sess = self._create(source, threads)
         except ort_errors() as exc:
             raise ModelLoadError(
                 f"onnxruntime could not load {artifact.label} on {self.provider} ({self.name}): {exc}"
@@ -272,6 +303,7 @@ class OrtDelegate(Delegate):
             raise ModelLoadError(f"{self.provider} dropped out while loading {artifact.label}; "
                                  f"the session only has {', '.join(sess.get_providers())}")
         session = OrtSession(sess, artifact.label, self.provider)
+        session.precision = self.precision
         placed = session.placement()
         if self.provider != CPU_EP and placed and not placed.get(self.provider):
             raise ModelLoadError(

@@ -117,7 +117,8 @@ class QnnOrtDelegate(OrtDelegate):
         info = super().info()
         if info.available and self.emulated:
             return DelegateInfo(info.name, info.processor, info.backend, True,
-                                "emulated: QNN HTP emulator on this x86 host (runs on the host CPU)", info.formats)
+                                "emulated: QNN HTP emulator on this x86 host (runs on the host CPU)", info.formats,
+                                info.precision, info.force_fp32)
         return info
 
 

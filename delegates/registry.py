@@ -16,6 +16,7 @@ Options are passed through from configuration, keyed by delegate name::
 from __future__ import annotations
 
 import importlib
+import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -32,6 +33,9 @@ FAMILIES: tuple[str, ...] = (
     "delegates.onnxrt",           # ORT CPU, XNNPACK, CUDA, TensorRT(+DLA), NNAPI, CoreML, OpenVINO
     "delegates.ort_qnn",          # ORT QNN (htp as npu, gpu), plugin or built-in form
 )
+
+#: Processor kinds that name every available path of that kind in :func:`resolve`.
+PROCESSOR_KINDS: tuple[str, ...] = ("cpu", "gpu", "dsp", "npu")
 
 _cache: dict[str, Delegate] | None = None
 _lock = threading.Lock()
@@ -93,7 +97,9 @@ def describe() -> list[DelegateInfo]:
 
 def resolve(spec: str | Iterable[str] = "auto",
             options: Mapping[str, Mapping[str, Any]] | None = None) -> list[Delegate]:
-    """The delegates to use: ``"auto"`` = every available, non-emulated one, or the named ones (in order).
+    """The delegates to use: ``"auto"`` = every available, non-emulated one (but for second paths to one
+    engine, ``in_auto = False``), ``"cpu"`` / ``"gpu"`` / ``"npu"`` / ``"dsp"`` = those of ``"auto"`` on that
+    processor kind, or the named ones (in order).
 
     Args:
         spec: ``"auto"``, one name, or names from ``edgert devices``.
@@ -109,7 +115,18 @@ def resolve(spec: str | Iterable[str] = "auto",
     if spec == "auto":
         # An emulated accelerator (the QNN HTP emulator on x86) runs on the host CPU: it is real and
         # usable by name, but "auto" must not count it as a processor of its own.
-        return [d for d in known.values() if d.probe() is None and not getattr(d, "emulated", False)]
+        # A second path to an engine another path already gives (litert-compiled-cpu is XNNPACK, as
+        # litert-xnnpack is) says in_auto = False: usable by name, not warmed up twice per model.
+        return [d for d in known.values() if d.probe() is None and not getattr(d, "emulated", False)
+                and getattr(d, "in_auto", True)]
+    if isinstance(spec, str) and spec in PROCESSOR_KINDS:
+        kind = [d for d in resolve("auto") if d.processor == spec]
+        if not kind:
+            why = "; ".join(f"{d.name}: {re.split(r' [(]|; ', d.probe() or 'not in auto')[0]}"
+                            for d in known.values() if d.processor == spec)
+            raise DelegateUnavailable(spec, f"no {spec} path is available here ({why}); "
+                                            "edgert devices --verbose says why in full")
+        return kind
     names = [spec] if isinstance(spec, str) else list(spec)
     out: list[Delegate] = []
     for name in names:

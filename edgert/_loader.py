@@ -8,13 +8,14 @@ to the policy.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from delegates.base import Delegate, Session
 from delegates.registry import all_delegates, resolve
 from edgert._model import LoadedModel
+from edgert._result import note_precision
 from edgert._worker import Worker
 from edgert.errors import (
     ConfigError,
@@ -31,11 +32,15 @@ Opened = tuple[Worker, Delegate, Session, "float | None"]
 
 
 def open_on_workers(lm: LoadedModel, workers: Sequence[Worker], allowed: tuple[str, ...] | None,
-                    delegates: Sequence[Delegate], warmup_runs: int) -> list[Opened]:
+                    delegates: Sequence[Delegate], warmup_runs: int,
+                    accept: Callable[[Delegate, Session], str | None] | None = None,
+                    excluded: dict[str, str] | None = None) -> list[Opened]:
     """Open ``lm`` on every worker that can run it, keeping per worker the delegate that warmed up fastest.
 
     Identical workers (same kind and delegates, e.g. cpu0 and cpu1) reuse the first one's choice
-    and timing. Fills ``lm.inputs``/``lm.outputs`` from the first session opened.
+    and timing. Fills ``lm.inputs``/``lm.outputs`` from the first session opened. ``accept`` (the
+    model's accuracy check, :class:`edgert._accuracy.AccuracyCheck`) may refuse a path: its reason
+    lands in ``excluded`` (delegate name -> reason) and the path is not used for this model.
 
     Raises:
         ModelLoadError: no worker could open it (every delegate's reason, or "no delegate takes it").
@@ -57,6 +62,13 @@ def open_on_workers(lm: LoadedModel, workers: Sequence[Worker], allowed: tuple[s
                 check_specs(lm, s, d)
             except ModelLoadError as exc:
                 errors.setdefault((d.name, str(exc)), []).append(w.name)
+                continue
+            note_precision(d.name, getattr(s, "precision", "fp32"))
+            if accept is not None and (why := accept(d, s)) is not None:
+                s.close()
+                if excluded is not None:
+                    excluded[d.name] = why
+                errors.setdefault((d.name, f"excluded by the model's tolerance: {why}"), []).append(w.name)
                 continue
             ms = chosen[key][1] if key in chosen else warmup_ms(s, warmup_runs)
             if best is None or (ms is not None and (best[2] is None or ms < best[2])):

@@ -39,6 +39,8 @@ class Result:
         arrival_ms: when it was submitted, on the runtime clock (ms).
         frame: index of the ``rt.frame`` it belongs to (-1 when none).
         key: its id in the trace (``f7/hand``, or ``r42/hand`` outside frames).
+        precision: the arithmetic of the path that ran it (``fp32``, ``tf32``, ``fp16``, ``int8``,
+            ``mixed``; :data:`delegates.base.PRECISIONS`), "" when none ran.
     """
 
     outputs: dict[str, np.ndarray] | None
@@ -54,6 +56,7 @@ class Result:
     arrival_ms: float = 0.0
     frame: int = -1
     key: str = ""
+    precision: str = ""
 
     @property
     def ok(self) -> bool:
@@ -63,8 +66,19 @@ class Result:
 
 # Result's slot setters, in field order, for completed() (unpacking fails loudly if a field is added)
 (_outputs, _status, _processor, _delegate, _latency_ms, _queued_ms, _error, _model, _id, _deadline_ms,
- _arrival_ms, _frame, _key) = (Result.__dict__[f.name].__set__ for f in fields(Result))
+ _arrival_ms, _frame, _key, _precision) = (Result.__dict__[f.name].__set__ for f in fields(Result))
 _object_new = object.__new__
+
+#: Delegate name -> precision of the sessions it opened (set at load: :func:`note_precision`).
+_PRECISION: dict[str, str] = {}
+
+
+def note_precision(delegate: str, precision: str) -> None:
+    """Record that sessions of ``delegate`` compute in ``precision`` (shown on every Result it runs).
+
+    A delegate's precision changes only when it is reconfigured (``force_fp32``), which takes effect for
+    sessions opened afterwards: the latest load's value is the one results carry."""
+    _PRECISION[delegate] = precision
 
 
 def completed(outputs: dict[str, np.ndarray], status: str, processor: str, delegate: str, latency_ms: float,
@@ -86,6 +100,7 @@ def completed(outputs: dict[str, np.ndarray], status: str, processor: str, deleg
     _arrival_ms(r, arrival_ms)
     _frame(r, frame)
     _key(r, key)
+    _precision(r, _PRECISION.get(delegate, ""))
     return r
 
 

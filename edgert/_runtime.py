@@ -30,6 +30,7 @@ import numpy as np
 from edgert import _validate
 from edgert._dispatch import Dispatcher
 from edgert._frame import Frame, current_frame
+from edgert._accuracy import accuracy_check
 from edgert._loader import (
     check_delegate_names,
     open_on_workers,
@@ -130,7 +131,7 @@ class Runtime(Dispatcher):
 
     def load(self, source: Any, name: str | None = None, slo_ms: float | None = None, *,
              format: str | None = None, delegates: Sequence[str] | None = None,
-             then: Sequence[str] = ()) -> Model:
+             then: Sequence[str] = (), tolerance: float | None = None, sample: Any = None) -> Model:
         """Load a model on every processor that can run it, warm it up and seed the estimator.
 
         Args:
@@ -143,6 +144,11 @@ class Runtime(Dispatcher):
             delegates: restrict the model to these delegate names.
             then: models that run after this one in a cascade; its requests aim to leave
                 them time (``RequestView.downstream_ms``).
+            tolerance: largest error accepted from a path, as a share of each output's range: each
+                candidate path is checked once against the fp32 CPU answer on ``sample`` (default: a
+                deterministic one), and one beyond it is not used for this model
+                (``rt.stats()[name]["excluded"]`` says why; see :mod:`edgert._accuracy`).
+            sample: the input to check ``tolerance`` on (as for a call).
 
         Raises:
             ModelLoadError: missing or corrupt file, or no delegate here can run it.
@@ -166,7 +172,9 @@ class Runtime(Dispatcher):
         allowed_d = check_delegate_names(delegates, self._delegates)
         lm = LoadedModel(name, arts, (), (), slo_ms)
         lm.then = tuple(then)
-        opened = open_on_workers(lm, self._workers, allowed_d, self._delegates, self._warmup_runs)
+        check = accuracy_check(lm, tolerance, sample)
+        excluded: dict[str, str] = {}
+        opened = open_on_workers(lm, self._workers, allowed_d, self._delegates, self._warmup_runs, check, excluded)
         profiled = profiled_ms(self._profile, name, self._workers)
         with self._lock:
             for w, d, s, ms in opened:
@@ -179,7 +187,7 @@ class Runtime(Dispatcher):
                 lm.allowed = tuple(w.name for w, *_ in opened)
             lm.output_names = tuple(o.name for o in lm.outputs)
             self._models[name] = lm
-            self._stats[name] = ModelStats()
+            self._stats[name] = ModelStats(excluded=excluded)
         return Model(self, lm)
 
     @contextmanager

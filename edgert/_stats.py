@@ -22,6 +22,8 @@ class ModelStats:
     counts: Counter[str] = field(default_factory=Counter)
     by_processor: Counter[str] = field(default_factory=Counter)
     latencies_ms: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
+    #: Paths the model's accuracy tolerance excluded at load: delegate name -> reason.
+    excluded: dict[str, str] = field(default_factory=dict)
 
     def add(self, status: str, processor: str, latency_ms: float) -> None:
         """Count one finished request."""
@@ -33,7 +35,8 @@ class ModelStats:
             self.latencies_ms.append(latency_ms)
 
     def summary(self) -> dict[str, Any]:
-        """requests, ok, late, dropped, failed, p50_ms, p99_ms, slo_met_rate, by_processor."""
+        """requests, ok, late, dropped, failed, p50_ms, p99_ms, slo_met_rate, by_processor, and
+        ``excluded`` (delegate -> reason) when the model's tolerance excluded a path."""
         lat = np.fromiter(self.latencies_ms, float) if self.latencies_ms else None
         return {
             "requests": self.requests,
@@ -43,4 +46,5 @@ class ModelStats:
             "p99_ms": float(np.percentile(lat, 99)) if lat is not None else None,
             "slo_met_rate": self.counts[OK] / self.requests if self.requests else None,
             "by_processor": dict(self.by_processor),
+            **({"excluded": dict(self.excluded)} if self.excluded else {}),
         }

@@ -7,13 +7,15 @@ What the simulator replays::
 and what happened live, which ``edgert simulate --trace`` compares its replay with
 and ``edgert profile --from-trace`` turns into this host's profile::
 
-     "status": "ok", "processor": "cpu1", "arrival_ms": 14.1, "wait_ms": 0.2, "latency_ms": 4.6}
+     "status": "ok", "processor": "cpu1", "arrival_ms": 14.1, "wait_ms": 0.2, "latency_ms": 4.6,
+     "precision": "fp32"}
 
 ``t_ms`` is ms since the runtime started (a cascade stage carries its frame's
 time); the deadline is ``t_ms + slo_ms`` (no ``slo_ms`` key: no deadline).
 ``arrival_ms`` is when the request was submitted (a cascade stage: when its
 parent finished), ``wait_ms`` from then to its start, ``latency_ms`` from then
-to its end (ms); ``reason`` says why a ``dropped`` or ``failed`` one ended so.
+to its end (ms); ``precision`` is the arithmetic of the path that ran it; ``reason`` says why
+a ``dropped`` or ``failed`` one ended so.
 Lines come in submission order (a parent before its stages), each written
 once its request and every one submitted before it have ended; requests
 still open at close are written without an outcome.
@@ -83,6 +85,8 @@ class TraceWriter:
             rec["arrival_ms"] = round(res.arrival_ms, 3)
             rec["wait_ms"] = round(res.queued_ms, 3)
             rec["latency_ms"] = round(res.latency_ms, 3)
+            if res.precision:
+                rec["precision"] = res.precision
             if res.error is not None:
                 rec["reason"] = str(getattr(res.error, "reason", None) or res.error)
             entry[1] = True

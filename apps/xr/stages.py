@@ -1,7 +1,13 @@
-"""The per-frame request loop: stages submitted through the runtime, continued as they finish."""
+"""The per-frame request loop: stages submitted through the runtime, continued as they finish.
+
+A continuation (a decoder, a tracker update) that raises ends its stage on this frame ``failed``
+with the exception's type and message in :attr:`StageInfo.error`; the other stages of the frame
+go on, and so does the stream's thread (nothing of ours dies on an exception).
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
@@ -21,6 +27,7 @@ class StageInfo:
         processor: the worker of the last request ("" when none ran).
         latency_ms: the slowest request's end-to-end latency (ms; 0 when none ran).
         runs: requests submitted (one per hand / face / eye).
+        error: ``"ValueError: …"`` when code of ours on this stage raised (the first such), else "".
     """
 
     ran: bool = False
@@ -28,6 +35,18 @@ class StageInfo:
     processor: str = ""
     latency_ms: float = 0.0
     runs: int = 0
+    error: str = ""
+
+
+#: Where a raising continuation's traceback goes, at DEBUG: the frame's result and the demo's summary name
+#: the exception (type and message); the traceback is there for whoever turns this logger up.
+bug_log = logging.getLogger("apps.xr.bug")
+
+
+def describe(exc: BaseException) -> str:
+    """``"ValueError: message"``: the exception's type and message, as a failed stage carries them."""
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
 
 
 _RANK = {"skipped": -1, "ok": 0, "late": 1, "dropped": 2, "failed": 3}
@@ -65,16 +84,33 @@ class Runner:
         info.processor = res.processor or info.processor
         info.latency_ms = max(info.latency_ms, res.latency_ms)
 
+    def fail(self, stage: str, exc: BaseException) -> None:
+        """End ``stage`` on this frame ``failed`` because code of ours raised ``exc`` (the first reason kept)."""
+        info = self.stages.setdefault(stage, StageInfo())
+        info.status = "failed"
+        info.error = info.error or describe(exc)
+        bug_log.debug("stage %s raised", stage, exc_info=exc)
+
     def run(self) -> dict[str, StageInfo]:
-        """Wait for every request (and those their continuations submit); return the stage log."""
+        """Wait for every request (and those their continuations submit); return the stage log.
+
+        A continuation that raises fails its stage (:meth:`fail`); the others still run.
+        """
         while self._pending:
             done, _ = wait(list(self._pending), return_when=FIRST_COMPLETED)
             for fut in done:
                 stage, then = self._pending.pop(fut)
-                res = fut.result()
-                self._note(stage, res)
-                then(res)
+                try:
+                    res = fut.result()
+                    self._note(stage, res)
+                    then(res)
+                except Exception as exc:  # noqa: BLE001 - a decoder's bug fails its stage, not the stream
+                    self.fail(stage, exc)
         return self.stages
+
+    def errors(self) -> dict[str, str]:
+        """Stage -> the first exception (type: message) raised on it this frame."""
+        return {k: v.error for k, v in self.stages.items() if v.error}
 
 
 def outputs(res: edgert.Result) -> list[np.ndarray] | None:

@@ -11,7 +11,7 @@ from edgert.cli import _args
 
 def register(sub: argparse._SubParsersAction) -> None:
     """The core subcommands: ``devices``, ``models fetch``, ``run``."""
-    p = sub.add_parser("devices", help="list every delegate path: name, processor, available, reason")
+    p = sub.add_parser("devices", help="list every delegate path: name, processor, precision, available, reason")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--verbose", action="store_true", help="the full reason for every unavailable path")
     p.set_defaults(func=_devices)
@@ -28,6 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seconds", type=_args.seconds, default=10.0, help="how long to run (default 10 s)")
     p.add_argument("--offload", default="off", help="off | auto | mqtt://host:port (default off)")
     p.add_argument("--scheduler", default=None, help="policy name (default: edgert's own)")
+    p.add_argument("--delegates", default="auto", metavar="auto|cpu|gpu|NAME[,NAME...]",
+                   help="delegate paths: auto (every available one), cpu, gpu (the GPU paths, with the CPU "
+                        "paths for what the GPU does not take) or names from `edgert devices` (default auto)")
     p.add_argument("--frames", default=None, help="a directory of image frames instead of the sample scene")
     p.add_argument("--video", default=None, help="a video file (OpenCV) instead of the sample scene")
     p.add_argument("--synthetic", action="store_true",
@@ -58,27 +61,34 @@ def _devices(args: argparse.Namespace) -> int:
     from delegates.registry import describe  # noqa: PLC0415
     from edgert.cli._table import Column, render, width  # noqa: PLC0415
 
+    from delegates._install import shadowed  # noqa: PLC0415
+
     infos = describe()
+    shadows = shadowed()
     if args.json:
         print(json.dumps([i.as_dict() for i in infos], indent=2))
         return 0
     total = width()
-    cols = [Column("name", "<"), Column("proc", "<"), Column("backend", "<"), Column("avail", "<")]
+    cols = [Column("name", "<"), Column("proc", "<"), Column("backend", "<"), Column("prec", "<"),
+            Column("avail", "<")]
     used = sum(max(len(c.header), *(len(v) for v in vals)) + 2 for c, vals in zip(cols, (
-        [i.name for i in infos], [i.processor for i in infos], [i.backend for i in infos], ["yes"])))
+        [i.name for i in infos], [i.processor for i in infos], [i.backend for i in infos],
+        [i.precision for i in infos], ["yes"])))
     room = max(12, total - used)
     rows = []
     for i in infos:
         why = i.reason if args.verbose else _short_reason(i.reason)
         if not args.verbose and len(why) > room:
             why = why[:room - 1] + "…"
-        rows.append((i.name, i.processor, i.backend, "yes" if i.available else "no", why))
+        rows.append((i.name, i.processor, i.backend, i.precision, "yes" if i.available else "no", why))
     n_ok = sum(i.available for i in infos)
     from edgert._power import power_counters  # noqa: PLC0415
 
     foot = [f"{n_ok} of {len(infos)} paths available here."
             + ("" if args.verbose else " Full reasons: edgert devices --verbose (or --json)."),
-            power_counters().line()]
+            "prec = the arithmetic a path computes in (fp32, tf32, fp16, int8, mixed); "
+            "force fp32 with the path's option force_fp32 (edgert devices --json: force_fp32).",
+            power_counters().line(), *(f"warning: {sh.line()}" for sh in shadows)]
     print(render([*cols, Column("reason" if args.verbose else "why not", "<", wrap=True)], rows,
                  title="edgert delegate paths on this host", total=total, footer=foot))
     return 0

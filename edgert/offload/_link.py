@@ -126,6 +126,30 @@ class MqttLink:
         self._fail_all(f"lost the connection to the MQTT broker at {self.cfg.url()} ({rc})")
 
     def _on_message(self, _c: Any, _u: Any, msg: Any) -> None:
+        """paho's network thread calls this: an exception escaping it would end that thread (and with it
+        every reply), so anything unexpected fails the one waiting request with its type and message."""
+        try:
+            self._deliver(msg)
+        except Exception as exc:  # noqa: BLE001 - a bug of ours must not kill paho's loop
+            import logging  # noqa: PLC0415
+
+            logging.getLogger("edgert.bug").error("handling a cloud reply raised %s: %s", type(exc).__name__, exc,
+                                                  exc_info=exc)
+            self._fail_one(msg, f"handling the cloud reply raised {type(exc).__name__}: {exc}")
+
+    def _fail_one(self, msg: Any, why: str) -> None:
+        """Fail the request ``msg`` answers (when its header names it), or nothing."""
+        try:
+            head, _ = decode_header(msg.payload, self.cfg.max_payload)
+        except Exception:  # noqa: BLE001 - no id to fail: its caller times out, as for a lost reply
+            return
+        with self._lock:
+            w = self._waiters.pop(str(head.get("id")), None)
+        if w is not None:
+            w.error = OffloadError(why)
+            w.event.set()
+
+    def _deliver(self, msg: Any) -> None:
         payload = msg.payload
         try:
             head, off = decode_header(payload, self.cfg.max_payload)
@@ -140,6 +164,9 @@ class MqttLink:
             w.head = head
         except WireError as exc:
             w.error = OffloadError(f"malformed reply from cloud worker {head.get('worker', '?')}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a bug of ours: this request fails, named; the loop goes on
+            w.error = OffloadError(f"decoding the reply of cloud worker {head.get('worker', '?')} raised "
+                                   f"{type(exc).__name__}: {exc}")
         w.nbytes = len(payload)
         w.event.set()
 

@@ -160,7 +160,13 @@ class CloudWorker(Worker):
 
     def _age(self) -> None:
         while not self._stop_aging.wait(STALE_S / 4):
-            self.age_estimates(time.perf_counter())
+            try:
+                self.age_estimates(time.perf_counter())
+            except Exception as exc:  # noqa: BLE001 - a bug of ours: logged, and the loop goes on
+                import logging  # noqa: PLC0415
+
+                logging.getLogger("edgert.bug").error("the cloud estimate ager raised %s: %s", type(exc).__name__,
+                                                      exc, exc_info=exc)
 
     # The runtime marks a processor unhealthy for a while after any fault. For the cloud that is
     # right when the broker is gone, but a slow reply while connected is already priced in by the

@@ -52,7 +52,7 @@ def test_litert_errors_are_mapped() -> None:
         s.run([np.zeros((2, 2, 2), np.float32)])
 
 
-@pytest.mark.parametrize("name", ["litert-compiled-gpu", "litert-compiled-npu"])
+@pytest.mark.parametrize("name", ["litert-compiled-cpu", "litert-compiled-gpu", "litert-compiled-npu"])
 def test_compiled_model_paths_run_or_say_why(name: str) -> None:
     d = get(name)
     reason = d.probe()
@@ -64,4 +64,6 @@ def test_compiled_model_paths_run_or_say_why(name: str) -> None:
     s = d.open(Artifact("tflite", data=tflite_probe()))
     x = np.ones((1, 16), np.float32)
     (y,) = s.run([x])
-    np.testing.assert_allclose(y, np.tanh(x @ _fc_weights().T), rtol=1e-2, atol=1e-2)
+    want = np.tanh(x @ _fc_weights().T)
+    assert y.shape == want.shape == s.outputs[0].shape and y.dtype == want.dtype   # no broadcasting
+    np.testing.assert_allclose(y, want, rtol=1e-2, atol=1e-2)

@@ -14,7 +14,8 @@ from edgert.errors import ConfigError, DelegateUnavailable
 #: Every path of docs/design.md §3 / issue 3 that must be listed on any host.
 EXPECTED = {
     "litert-xnnpack": "cpu", "litert-gpu": "gpu", "litert-qnn-htp": "npu", "litert-qnn-gpu": "gpu",
-    "litert-qnn-dsp": "dsp", "litert-hexagon": "dsp", "litert-compiled-gpu": "gpu", "litert-compiled-npu": "npu",
+    "litert-qnn-dsp": "dsp", "litert-hexagon": "dsp", "litert-compiled-cpu": "cpu", "litert-compiled-gpu": "gpu",
+    "litert-compiled-npu": "npu",
     "ort-cpu": "cpu", "ort-xnnpack": "cpu", "ort-cuda": "gpu", "ort-tensorrt": "gpu", "ort-tensorrt-dla": "npu",
     "ort-nnapi": "npu", "ort-coreml": "gpu", "ort-coreml-ane": "npu", "ort-openvino-cpu": "cpu",
     "ort-openvino-gpu": "gpu", "ort-openvino-npu": "npu", "ort-qnn-htp": "npu", "ort-qnn-gpu": "gpu",
@@ -33,7 +34,7 @@ def test_every_path_is_listed_with_processor_backend_and_reason() -> None:
         if not info.available:
             assert len(info.reason) > 15, f"{name} is unavailable without a concrete reason"
     assert {i.processor for i in infos.values()} >= {"cpu", "gpu", "dsp", "npu"}
-    assert infos["ort-cpu"].available and infos["litert-xnnpack"].available
+    assert infos["ort-cpu"].available and infos["litert-xnnpack"].available and infos["litert-compiled-cpu"].available
 
 
 def test_unavailable_by_name_raises_quickly_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:

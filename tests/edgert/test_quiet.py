@@ -48,3 +48,38 @@ def test_router_logs_native_lines_and_copies_the_rest(capfd, caplog) -> None:
     assert "a line of our own\n" in err and "partial progress 42%" in err
     assert "Created TensorFlow Lite" not in err and "something native" not in err
     assert [r.getMessage() for r in caplog.records] == ["WARNING: [x.cc:1] something native"]
+
+
+_API_SCRIPT = """
+import sys
+import numpy as np
+import edgert
+from edgert.testing import genmodels
+paths = genmodels.save("mlp", sys.argv[1])
+with edgert.Runtime(delegates=["litert-xnnpack", "litert-compiled-cpu", "ort-cpu"]) as rt:
+    t = rt.load(paths["tflite"], name="t", tolerance=1e-4)
+    o = rt.load(paths["onnx"], name="o")
+    c = rt.load(sys.argv[2], name="hand", delegates=["litert-compiled-cpu"])
+    x = genmodels.example_inputs("mlp")
+    t(x); o(x); c(np.zeros((1, 224, 224, 3), np.float32))
+print("ran")
+"""
+
+
+def test_loading_and_running_tflite_and_onnx_through_the_python_api_prints_nothing(tmp_path, mediapipe_dir) -> None:
+    """LiteRT logs "Created TensorFlow Lite XNNPACK delegate", "Creating LiteRT environment" and, at
+    teardown, "DestroyAccelerator" from C++; ORT its plugin-EP warning. None of it reaches the user."""
+    proc = subprocess.run([sys.executable, "-c", _API_SCRIPT, str(tmp_path),
+                           str(mediapipe_dir / "hand_landmark_full.tflite")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "ran\n" and proc.stderr == "", proc.stderr
+
+
+def test_native_lines_of_a_load_go_to_logging(caplog) -> None:
+    from delegates._native import native_quiet
+
+    caplog.set_level(logging.INFO, logger="edgert.native")
+    with native_quiet():
+        os.write(2, b"INFO: [accelerator_registry.cc:43] DestroyAccelerator: ptr=0x1, name=CpuAccelerator\n")
+    assert any("DestroyAccelerator" in r.getMessage() for r in caplog.records)

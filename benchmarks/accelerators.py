@@ -1,0 +1,236 @@
+"""Right answers on every path this host has: the output contract, error vs fp32 CPU, speed vs CPU, XR landmarks.
+
+For every available delegate path (the probe decides; ``litert-compiled-cpu`` on any host,
+``litert-compiled-gpu`` / ``ort-cuda`` where a GPU is) x the XR demo's MediaPipe models and the
+repo's generated ONNX (and TFLite) networks:
+
+* contract: the session's output names, shapes and dtypes equal the backend's own (LiteRT's
+  ``Interpreter`` / ONNX Runtime's CPU ``InferenceSession``, called directly; shapes compared as
+  tuples), and its values lie within the path's declared tolerance (``delegates.base.TOLERANCE``,
+  a share of each output's range: 1e-4 for fp32) of the fp32 CPU answer;
+* err: the largest |path - fp32 CPU| as a share of the output's range, on one deterministic input;
+* ms: median ms per call of the path's session (one thread, inputs already in host memory), and
+  ``x cpu``: the fp32 CPU path's ms divided by it (> 1: faster than the CPU);
+* XR landmarks: the demo's pipelines in static-image mode on the first frames of the sample scene,
+  once on LiteRT's CPU path and once on each ``.tflite`` path (with ``litert-xnnpack`` beside an
+  accelerator, for the models it refuses): the mean distance between the landmarks the two runs
+  found, as % of the image diagonal.
+
+Exit status 1 when any path breaks the contract on a model it loaded (a refusal at load, with its
+reason, is not a break). Writes benchmarks/results/accelerators.md.
+
+    python benchmarks/accelerators.py [--runs 20] [--frames 8] [--paths NAME,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # the repo, when edgert is not installed
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import host_line, markdown_doc  # noqa: E402
+
+import edgert  # noqa: E402
+from delegates._native import native_quiet  # noqa: E402
+from delegates.base import TOLERANCE, Artifact, Delegate  # noqa: E402
+from delegates.errors import EdgeRTError, ModelLoadError  # noqa: E402
+from delegates.registry import all_delegates  # noqa: E402
+from edgert import models as zoo  # noqa: E402
+from edgert._accuracy import REFERENCE, max_error  # noqa: E402
+from edgert.testing import genmodels  # noqa: E402
+
+XR_MODELS = ("palm_detection_full", "hand_landmark_full", "face_detection_short_range", "face_landmark",
+             "iris_landmark", "pose_detection", "pose_landmark_full", "selfie_segmentation")
+GENERATED = ("tiny", "mlp", "cnn", "multi_input", "stateful", "dynamic_batch")
+RESULTS = Path(__file__).resolve().parent / "results" / "accelerators.md"
+
+
+def direct(art: Artifact, feeds: dict[str, np.ndarray]) -> tuple[list[str], list[np.ndarray]]:
+    """Output names and arrays from the backend itself on its CPU (no edgert in between; its native
+    log lines go to logging, as edgert's do)."""
+    with native_quiet():
+        return _direct(art, feeds)
+
+
+def _direct(art: Artifact, feeds: dict[str, np.ndarray]) -> tuple[list[str], list[np.ndarray]]:
+    if art.format == "tflite":
+        from ai_edge_litert.interpreter import Interpreter
+
+        it = Interpreter(model_path=str(art.path), num_threads=1)
+        it.allocate_tensors()
+        for d in it.get_input_details():
+            x = feeds[d["name"]]
+            if tuple(x.shape) != tuple(d["shape"]):
+                it.resize_tensor_input(d["index"], list(x.shape), strict=False)
+                it.allocate_tensors()
+        for d in it.get_input_details():
+            it.set_tensor(d["index"], feeds[d["name"]])
+        it.invoke()
+        outs = it.get_output_details()
+        return [o["name"] for o in outs], [it.get_tensor(o["index"]).copy() for o in outs]
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(str(art.path), so, providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    return names, sess.run(names, feeds)
+
+
+def models(tmp: Path) -> list[tuple[str, Artifact, dict[str, np.ndarray]]]:
+    """(label, artifact, one deterministic input) for the XR models and the generated networks."""
+    out = []
+    for name in GENERATED:
+        feeds = genmodels.example_inputs(name, batch=3 if name == "dynamic_batch" else None)
+        for fmt, p in genmodels.save(name, tmp / name).items():
+            out.append((f"{name}.{fmt}", Artifact(fmt, path=p), feeds))
+    from ai_edge_litert.interpreter import Interpreter
+
+    rng = np.random.default_rng(0)
+    for name in XR_MODELS:
+        p = zoo.path(name)
+        ins = Interpreter(model_path=str(p)).get_input_details()
+        feeds = {d["name"]: rng.random(tuple(d["shape"])).astype(d["dtype"]) for d in ins}
+        out.append((f"{name}.tflite", Artifact("tflite", path=p), feeds))
+    return out
+
+
+def ms_per_call(run, feeds: list[np.ndarray], runs: int) -> float:
+    """Median ms of ``runs`` calls after one untimed call."""
+    run(feeds)
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        run(feeds)
+        times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
+def check_path(d: Delegate, label: str, art: Artifact, feeds: dict[str, np.ndarray], runs: int,
+               cpu_ms: dict[str, float]) -> tuple[str, str, float | None, float | None]:
+    """(contract verdict, note, error as share of range, ms per call) of path ``d`` on one model."""
+    try:
+        s = d.open(art, threads=1)
+    except ModelLoadError as exc:
+        return "refused", str(exc).split(": ", 1)[-1][:90], None, None
+    try:
+        ordered = [feeds[spec.name] for spec in s.inputs]
+        got = s.run(ordered)
+        ms = ms_per_call(s.run, ordered, runs)
+    except EdgeRTError as exc:
+        s.close()
+        return "FAIL", f"raised: {exc}"[:120], None, None
+    names, ref = direct(art, feeds)
+    s.close()
+    if d.name == REFERENCE.get(art.format):
+        cpu_ms[label] = ms
+    if [o.name for o in s.outputs] != names:
+        return "FAIL", f"names {[o.name for o in s.outputs]} != {names}", None, ms
+    err, broke = max_error(got, ref, s.outputs)
+    if broke:
+        return "FAIL", broke, None, ms
+    tol = TOLERANCE[s.precision]
+    return ("pass" if err <= tol else "FAIL"), f"{s.precision}, tolerance {tol:g}", err, ms
+
+
+def landmarks(delegates: list[str], frames: list[np.ndarray]) -> list[dict[str, list[np.ndarray]]]:
+    """Per frame, the landmarks (x, y in pixels) each stream found, in static-image mode with no deadline."""
+    from apps.xr import Pipelines
+
+    out = []
+    with edgert.Runtime(delegates=delegates, cpu_workers=1) as rt:
+        px = Pipelines(rt, tracking=False)
+        for f in frames:
+            r = px.process(f)
+            out.append({"hands": [h.landmarks[:, :2] for h in r.hands], "faces": [x.landmarks[:, :2] for x in r.faces],
+                        "poses": [p.landmarks[:, :2] for p in r.poses]})
+    return out
+
+
+def landmark_error_pct(ref: list[dict[str, list[np.ndarray]]], got: list[dict[str, list[np.ndarray]]],
+                       diag: float) -> tuple[float, int]:
+    """Mean landmark distance (% of the image diagonal) over instances both runs found, and how many
+    instances one run found and the other did not."""
+    dists, missing = [], 0
+    for a, b in zip(ref, got):
+        for k in a:
+            missing += abs(len(a[k]) - len(b[k]))
+            for x, y in zip(a[k], b[k]):
+                dists.append(float(np.linalg.norm(x - y, axis=1).mean()))
+    return (100.0 * float(np.mean(dists)) / diag if dists else float("nan")), missing
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=20, help="timed calls per path and model (default 20)")
+    ap.add_argument("--frames", type=int, default=8, help="sample-scene frames for the XR landmarks (default 8)")
+    ap.add_argument("--paths", default="", help="comma-separated paths (default: every available one)")
+    ap.add_argument("--out", default=str(RESULTS), help="results file (markdown)")
+    args = ap.parse_args(argv)
+    known = all_delegates()
+    names = [n for n in args.paths.split(",") if n] or [n for n, d in known.items() if d.probe() is None]
+    paths = [known[n] for n in names]
+    rows, failures = [], []
+    print(host_line())
+    print(f"paths: {', '.join(f'{d.name} ({d.precision})' for d in paths)}")
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = models(Path(tmp))
+        # the fp32 CPU reference path first, so each model's CPU ms is known for the ratio
+        order = sorted(paths, key=lambda d: d.name not in REFERENCE.values())
+        cpu_ms: dict[str, float] = {}
+        for label, art, feeds in cases:
+            for d in order:
+                if art.format not in d.formats:
+                    continue
+                verdict, note, err, ms = check_path(d, label, art, feeds, args.runs, cpu_ms)
+                ratio = cpu_ms.get(label, float("nan")) / ms if ms else float("nan")
+                if verdict == "FAIL":
+                    failures.append(f"{d.name} on {label}: {note}")
+                line = (f"{d.name:<20} {label:<34} {verdict:<7} "
+                        f"{'-' if err is None else f'{err:.1e}':>8} {'-' if ms is None else f'{ms:8.2f}':>8} "
+                        f"{'-' if ms is None else f'{ratio:5.2f}':>6}  {note}")
+                print(line, flush=True)
+                rows.append(f"| {d.name} | {label} | {verdict} | {'-' if err is None else f'{err:.1e}'} | "
+                            f"{'-' if ms is None else f'{ms:.2f}'} | {'-' if ms is None else f'{ratio:.2f}'} | "
+                            f"{note.replace('|', '/')} |")
+    from apps.xr import assets
+
+    gen = assets.sample_frames()
+    frames = [next(gen) for _ in range(args.frames)]
+    diag = float(np.hypot(*frames[0].shape[:2]))
+    ref = landmarks(["litert-xnnpack"], frames)
+    xr_rows = []
+    for d in paths:
+        if "tflite" not in d.formats or d.name == "litert-xnnpack":
+            continue
+        use = [d.name] if d.processor == "cpu" else [d.name, "litert-xnnpack"]
+        try:
+            pct, missing = landmark_error_pct(ref, landmarks(use, frames), diag)
+        except EdgeRTError as exc:
+            xr_rows.append(f"| {d.name} | - | - | {str(exc)[:100]} |")
+            continue
+        print(f"XR landmarks on {'+'.join(use)}: mean {pct:.4f} % of the diagonal, {missing} instance(s) differ")
+        xr_rows.append(f"| {'+'.join(use)} | {pct:.4f} | {missing} | {args.frames} sample-scene frames |")
+    notes = [host_line(), "Command: `python benchmarks/accelerators.py` "
+             f"(runs {args.runs}, frames {args.frames}). err = max |path - fp32 CPU| / output range; "
+             "x cpu = fp32 CPU ms / path ms (one thread each).",
+             f"Contract failures: {len(failures)}." + (" " + "; ".join(failures) if failures else "")]
+    doc = markdown_doc("Accelerator paths: contract, error and speed vs fp32 CPU", notes,
+                       ["path", "model", "contract", "err", "ms", "x cpu", "precision / note"], rows, range(3, 6))
+    doc += ("\n## XR demo landmarks vs the CPU run\n\n| paths | mean error % of diagonal | instances differing | "
+            "on |\n|---|---:|---:|---|\n" + "\n".join(xr_rows) + "\n")
+    Path(args.out).write_text(doc)
+    print(f"contract failures: {len(failures)}; wrote {args.out}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
