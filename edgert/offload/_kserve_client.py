@@ -127,6 +127,9 @@ class KServeSession(Session):
         self.version = version
         self.inputs = inputs
         self.outputs = outputs
+        #: The server's metadata lists no outputs: when the reply's names are not the model's but their
+        #: count is, take them in order (servers that name outputs ``output-0`` …).
+        self.by_position = False
 
     def target(self) -> str:
         """``'server_name' version V on kserve://host:port`` (for messages)."""
@@ -156,6 +159,8 @@ class KServeSession(Session):
             raise OffloadError(f"no reply from {self.target()} within {timeout:.1f} ms") from exc
         except Refused as exc:
             raise OffloadError(f"{self.target()} refused the request: [{exc.status}] {exc.message}") from exc
+        if self.by_position and not all(n in got for n in names) and len(got) == len(names):
+            got = dict(zip(names, got.values()))   # the server names its outputs its own way (see open_named)
         outs = []
         for spec in self.outputs:
             a = got.get(spec.name)
@@ -215,6 +220,7 @@ class KServeDelegate(Delegate):
         if not ready:
             raise ModelLoadError(f"cannot offload {name!r}: {where} is not ready (the server has it but has not "
                                  "loaded it: see the server's log)")
+        session.by_position = not md.get("outputs")
         problems = check_metadata(md, inputs, outputs)
         if problems:
             raise ModelLoadError(f"cannot offload {name!r}: {where} does not match the model edgert loaded: "

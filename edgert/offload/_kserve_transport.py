@@ -18,6 +18,7 @@ shared by every thread.
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import socket
 import ssl
@@ -63,6 +64,9 @@ class Refused(TransportError):
         self.message = message
 
 
+#: Request ids (the protocol's optional ``id``; some servers echo it into a field they require).
+_IDS = itertools.count(1)
+
 #: (name, array) of one input.
 Feed = tuple[str, np.ndarray]
 
@@ -77,7 +81,13 @@ class GrpcTransport:
         kw: dict[str, Any] = {}
         if cfg.tls:
             kw = {"ssl": True, "root_certificates": cfg.ca, "private_key": cfg.key, "certificate_chain": cfg.cert}
-        self._client = grpcclient.InferenceServerClient(cfg.address, **kw)
+        big = 2**31 - 1
+        # A server that comes back is reconnected to within a second: gRPC's default reconnect backoff grows
+        # to 120 s, which would keep the cloud out long after the server is up again.
+        args = [("grpc.max_send_message_length", big), ("grpc.max_receive_message_length", big),
+                ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
+                ("grpc.max_reconnect_backoff_ms", 1000)]
+        self._client = grpcclient.InferenceServerClient(cfg.address, channel_args=args, **kw)
         # gRPC metadata keys must be lower case
         self._headers = {k.lower(): v for k, v in cfg.header_dict().items()} or None
 
@@ -117,7 +127,7 @@ class GrpcTransport:
 
     def infer(self, name: str, version: str, feeds: list[Feed], outputs: list[str],
               timeout_s: float) -> dict[str, np.ndarray]:
-        """One inference; returns the requested outputs by name (missing ones absent)."""
+        """One inference asking for ``outputs``; returns what the server answered, by name, in its order."""
         from tritonclient.utils import InferenceServerException  # noqa: PLC0415
 
         g = self._g
@@ -129,18 +139,37 @@ class GrpcTransport:
                 ins.append(i)
         except InferenceServerException as exc:
             raise Refused("CLIENT", str(exc.message() or exc)) from exc
-        res = self._call(self._client.infer, name, ins, model_version=version,
+        res = self._call(self._client.infer, name, ins, model_version=version, request_id=str(next(_IDS)),
                          outputs=[g.InferRequestedOutput(o) for o in outputs], client_timeout=timeout_s)
-        got = {}
-        for o in outputs:
-            arr = res.as_numpy(o)
-            if arr is not None:
-                got[o] = arr
-        return got
+        return _grpc_outputs(res.get_response())
 
     def close(self) -> None:
         """Close the channel."""
         self._client.close()
+
+
+#: Typed ``contents`` field of each datatype, for servers that answer without raw_output_contents.
+_CONTENTS = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents", "INT32": "int_contents",
+             "INT64": "int64_contents", "UINT8": "uint_contents", "UINT16": "uint_contents",
+             "UINT32": "uint_contents", "UINT64": "uint64_contents", "FP32": "fp32_contents",
+             "FP64": "fp64_contents"}
+
+
+def _grpc_outputs(resp: Any) -> dict[str, np.ndarray]:
+    """Every numeric output of a ModelInferResponse, by name in its order: from ``raw_output_contents``
+    (Triton, MLServer) or from the typed ``contents`` (the kserve SDK, among others)."""
+    got: dict[str, np.ndarray] = {}
+    raw = resp.raw_output_contents
+    for k, o in enumerate(resp.outputs):
+        dt = DATATYPES.get(o.datatype)
+        if dt is None:
+            continue
+        shape = list(o.shape)
+        if k < len(raw):
+            got[o.name] = np.frombuffer(raw[k], dt).reshape(shape).copy()
+        elif o.datatype in _CONTENTS:
+            got[o.name] = np.array(getattr(o.contents, _CONTENTS[o.datatype]), dtype=dt).reshape(shape)
+    return got
 
 
 class HttpTransport:
@@ -244,7 +273,8 @@ class HttpTransport:
 
     def infer(self, name: str, version: str, feeds: list[Feed], outputs: list[str],
               timeout_s: float) -> dict[str, np.ndarray]:
-        """POST /v2/models/NAME[/versions/V]/infer; returns the requested outputs by name."""
+        """POST /v2/models/NAME[/versions/V]/infer asking for ``outputs``; returns what the server answered,
+        by name, in its order."""
         ins: list[dict[str, Any]] = []
         blobs: list[bytes] = []
         for n, a in feeds:
@@ -256,7 +286,7 @@ class HttpTransport:
             else:
                 t["data"] = a.reshape(-1).tolist()
             ins.append(t)
-        req: dict[str, Any] = {"inputs": ins, "outputs": [
+        req: dict[str, Any] = {"id": str(next(_IDS)), "inputs": ins, "outputs": [
             {"name": o, **({"parameters": {"binary_data": True}} if self.binary else {})} for o in outputs]}
         head = json.dumps(req, separators=(",", ":")).encode()
         extra = {"Inference-Header-Content-Length": str(len(head)),
@@ -267,7 +297,7 @@ class HttpTransport:
             raise self._refused(status, data)
         hlen = resp.getheader("Inference-Header-Content-Length")
         body = json.loads(data[:int(hlen)] if hlen else data)
-        return _decode_outputs(body, data[int(hlen):] if hlen else b"", outputs)
+        return _decode_outputs(body, data[int(hlen):] if hlen else b"")
 
     def close(self) -> None:
         """Close every thread's connection."""
@@ -277,8 +307,8 @@ class HttpTransport:
             self._conns.clear()
 
 
-def _decode_outputs(body: dict[str, Any], blob: bytes, wanted: list[str]) -> dict[str, np.ndarray]:
-    """The requested outputs of a REST response (JSON ``data`` or binary parts in response order)."""
+def _decode_outputs(body: dict[str, Any], blob: bytes) -> dict[str, np.ndarray]:
+    """The numeric outputs of a REST response (JSON ``data`` or binary parts), in response order."""
     got: dict[str, np.ndarray] = {}
     off = 0
     for o in body.get("outputs", []):
@@ -294,6 +324,5 @@ def _decode_outputs(body: dict[str, Any], blob: bytes, wanted: list[str]) -> dic
             if dt is None:
                 continue
             arr = np.asarray(o.get("data", []), dtype=dt).reshape(shape)
-        if o.get("name") in wanted:
-            got[str(o["name"])] = arr
+        got[str(o.get("name"))] = arr
     return got

@@ -136,3 +136,23 @@ def test_rest_requests_carry_the_configured_headers_and_json_tensors(monkeypatch
         link.close()
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_grpc_outputs_come_from_raw_contents_or_from_typed_contents() -> None:
+    """Triton and MLServer answer raw_output_contents; the kserve SDK, among others, typed contents."""
+    service_pb2 = pytest.importorskip("tritonclient.grpc.service_pb2")
+    from edgert.offload._kserve_transport import _grpc_outputs
+
+    r = service_pb2.ModelInferResponse()
+    y = r.outputs.add(name="y", datatype="FP32", shape=[1, 2])
+    y.contents.fp32_contents.extend([0.5, -1.25])
+    k = r.outputs.add(name="k", datatype="INT64", shape=[])
+    k.contents.int64_contents.append(7)
+    got = _grpc_outputs(r)
+    assert list(got) == ["y", "k"]
+    np.testing.assert_array_equal(got["y"], np.array([[0.5, -1.25]], np.float32))
+    assert got["k"].dtype == np.int64 and got["k"].shape == () and got["k"] == 7
+    raw = service_pb2.ModelInferResponse()
+    raw.outputs.add(name="y", datatype="FP16", shape=[3])
+    raw.raw_output_contents.append(np.array([1, 2, 3], np.float16).tobytes())
+    np.testing.assert_array_equal(_grpc_outputs(raw)["y"], np.array([1, 2, 3], np.float16))
