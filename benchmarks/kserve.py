@@ -118,17 +118,17 @@ def _spec(name: str, shape: tuple[int, ...]):
 
 
 def bar_burst(server: KServeServer, broker: Mosquitto, models: Path, tmp: Path, seconds: float,
-              factor: float) -> dict:
+              factor: float, capacity: int = 1) -> dict:
     w = WorkerProc(broker.url, models, tmp / "burst.log")
     try:
         w.ready()
         without = _burst(None, models, seconds, factor, {"kserve server": server.proc.pid})
-        kserve = _burst(server.url + "?capacity=1", models, seconds, factor, {"kserve server": server.proc.pid})
-        mqtt = _burst(broker.url + "?capacity=1", models, seconds, factor,
+        kserve = _burst(server.url + f"?capacity={capacity}", models, seconds, factor, {"kserve server": server.proc.pid})
+        mqtt = _burst(broker.url + f"?capacity={capacity}", models, seconds, factor,
                       {"cloud worker": w.proc.pid, "broker": broker.proc.pid})
     finally:
         w.stop()
-    return {"factor": factor, "without_offload": without, "kserve_offload": kserve, "mqtt_offload": mqtt,
+    return {"factor": factor, "capacity": capacity, "without_offload": without, "kserve_offload": kserve, "mqtt_offload": mqtt,
             "points_kserve_over_none": 100 * (kserve["met"] - without["met"]),
             "points_kserve_over_mqtt": 100 * (kserve["met"] - mqtt["met"])}
 
@@ -138,6 +138,7 @@ def main() -> int:
     ap.add_argument("--bars", default="rtt,burst")
     ap.add_argument("--seconds", type=float, default=4.0, help="length of each burst (s)")
     ap.add_argument("--factor", type=float, default=1.4, help="burst rate over one CPU worker's capacity")
+    ap.add_argument("--capacity", type=int, default=1, help="requests in flight to the cloud (both protocols)")
     ap.add_argument("--n", type=int, default=300, help="round trips per path for the rtt bar")
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
@@ -158,7 +159,8 @@ def main() -> int:
                       f"(kserve/mqtt {r['ratio_kserve_grpc_over_mqtt']:.2f}x), local compute "
                       f"{r['local_compute_p50_ms']:.3f} ms")
             if "burst" in bars:
-                r = out["burst"] = bar_burst(server, broker, models, tmp, args.seconds, args.factor)
+                r = out["burst"] = bar_burst(server, broker, models, tmp, args.seconds, args.factor,
+                                                   args.capacity)
                 wo, k, m = r["without_offload"], r["kserve_offload"], r["mqtt_offload"]
                 print(f"burst {args.factor}x one CPU worker ({wo['service_ms']:.2f} ms/req, slo {wo['slo_ms']:.1f} ms): "
                       f"on time {100 * wo['met']:.1f} % without offload, {100 * k['met']:.1f} % with kserve "

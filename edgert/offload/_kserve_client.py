@@ -68,8 +68,7 @@ class KServeLink:
         except TransportError as exc:
             self.transport.close()
             raise OffloadError(f"no Open Inference Protocol server answered at {cfg.url()}: {exc} "
-                               f"(is the server running and is {cfg.protocol.upper()} its protocol on port "
-                               f"{cfg.port}?)") from exc
+                               f"({_hint(cfg, str(exc))})") from exc
 
     @property
     def connected(self) -> bool:
@@ -114,6 +113,15 @@ class KServeLink:
         """Stop the watcher and close the connections."""
         self._closed.set()
         self.transport.close()
+
+
+def _hint(cfg: KServeConfig, error: str) -> str:
+    """What to check when no server answered, from the error's words."""
+    if "CERTIFICATE_VERIFY_FAILED" in error.upper():
+        return "the server's certificate is not trusted here: give its CA with ?ca=PATH"
+    if not cfg.tls and ("Socket closed" in error or "RemoteDisconnected" in error):
+        return "a TLS port? use kserves:// or kserve+https://"
+    return f"is the server running, and is {cfg.protocol.upper()} its protocol on port {cfg.port}?"
 
 
 class KServeSession(Session):

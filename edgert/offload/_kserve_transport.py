@@ -75,7 +75,7 @@ class GrpcTransport:
     """The gRPC transport: one ``tritonclient.grpc`` client (one channel) shared by every thread."""
 
     def __init__(self, cfg: KServeConfig) -> None:
-        import tritonclient.grpc as grpcclient  # noqa: PLC0415 - lazy: only kserve offload needs it
+        import tritonclient.grpc as grpcclient  # noqa: PLC0415 - lazy (make_kserve_worker imported it first)
 
         self._g = grpcclient
         kw: dict[str, Any] = {}

@@ -111,8 +111,10 @@ def make_kserve_worker(offload: str | KServeConfig, lock: threading.Lock, runtim
     if not isinstance(cfg, KServeConfig):  # pragma: no cover - parse_kserve_url returns one
         raise ConfigError(f"not a kserve offload: {offload!r}")
     if cfg.protocol == "grpc":
-        require("tritonclient.grpc", f"offload={cfg.url()!r}")
-    try:
-        return KServeWorker(cfg, lock, runtime)
-    except OffloadError:
-        raise
+        try:
+            require("tritonclient.grpc", f"offload={cfg.url()!r}")
+        except TypeError as exc:   # protobuf: "duplicate symbol 'inference.…'"
+            raise OffloadError(f"cannot reach {cfg.url()}: tritonclient.grpc cannot be imported in this process "
+                               f"({exc}): a server of the protocol (mlserver) was imported here first; run the "
+                               "server in its own process, or use kserve+http:// from this one") from exc
+    return KServeWorker(cfg, lock, runtime)

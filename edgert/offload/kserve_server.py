@@ -68,9 +68,9 @@ def serve_forever(models: str | Path, host: str, grpc_port: int, http_port: int,
     """
     from edgert._extras import require  # noqa: PLC0415
 
-    require("mlserver", "edgert cloud serve --kserve")
     with tempfile.TemporaryDirectory(prefix="edgert-kserve-") as repo:
-        names = build_repository(models, repo, version=version, threads=threads)
+        names = build_repository(models, repo, version=version, threads=threads)   # bad input before the import
+        require("mlserver", "edgert cloud serve --kserve")
         (Path(repo) / "settings.json").write_text(json.dumps(server_settings(host, grpc_port, http_port)))
         log.info("serving %s over the Open Inference Protocol: gRPC %s:%d, REST %s:%d", ", ".join(names),
                  host, grpc_port, host, http_port)

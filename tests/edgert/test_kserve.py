@@ -202,3 +202,28 @@ def _identity_model(path: Path, x: str, y: str, dtype: type, shape: list[int]) -
     m.ir_version = 8
     onnx.save(m, path)
     return path
+
+
+def test_tls_with_the_servers_ca_and_a_clear_error_without_it(server: KServeServer, tmp_path: Path) -> None:
+    import shutil
+
+    from tests.edgert.test_kserve_support import TlsTerminator, self_signed
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = self_signed(tmp_path)
+    grpc_tls, http_tls = TlsTerminator(server.grpc_port, cert, key), TlsTerminator(server.http_port, cert, key)
+    try:
+        x = genmodels.example_inputs("cnn")
+        want = local_outputs(server.models / "cnn.onnx", x)[0]
+        for url in (f"kserves://127.0.0.1:{grpc_tls.port}?ca={cert}", f"kserve+https://127.0.0.1:{http_tls.port}?ca={cert}",
+                    f"kserve+https://127.0.0.1:{http_tls.port}?insecure=1"):
+            with edgert.Runtime(cpu_workers=0, offload=url) as rt:
+                m = rt.load(server.models / "cnn.onnx", name="cnn", slo_ms=2_000.0)
+                np.testing.assert_allclose(m(x)["logits"], want, rtol=1e-6)
+        for url in (f"kserves://127.0.0.1:{grpc_tls.port}", f"kserve+https://127.0.0.1:{http_tls.port}"):
+            with pytest.raises(OffloadError, match=r"answered at kserve.*not trusted here: give its CA with \?ca=PATH"):
+                edgert.Runtime(cpu_workers=0, offload=url + "?connect_timeout_ms=1000")
+    finally:
+        grpc_tls.stop()
+        http_tls.stop()

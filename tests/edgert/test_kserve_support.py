@@ -108,3 +108,65 @@ def test_the_helper_stops_every_process_it_starts(tmp_path: Path) -> None:
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)   # no process of its group is left
     assert "serving tiny" in s.text()
+
+
+def self_signed(tmp: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (subjectAltName IP, as gRPC checks it) and its key (openssl)."""
+    cert, key = tmp / "cert.pem", tmp / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    return cert, key
+
+
+class TlsTerminator:
+    """A TLS-terminating TCP relay in front of a plain port, as an ingress puts in front of a server:
+    TLS (ALPN h2 and http/1.1) on a free loopback port, the bytes relayed to ``target_port``."""
+
+    def __init__(self, target_port: int, cert: Path, key: Path) -> None:
+        import asyncio
+        import ssl
+        import threading
+
+        self.port = free_port()
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(cert, key)
+        ctx.set_alpn_protocols(["h2", "http/1.1"])
+        self._loop = asyncio.new_event_loop()
+        started = threading.Event()
+
+        async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            try:
+                while data := await r.read(65536):
+                    w.write(data)
+                    await w.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                w.close()
+
+        async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+            try:
+                ur, uw = await asyncio.open_connection("127.0.0.1", target_port)
+            except OSError:
+                w.close()
+                return
+            await asyncio.gather(pipe(r, uw), pipe(ur, w))
+
+        async def main() -> None:
+            self._server = await asyncio.start_server(handle, "127.0.0.1", self.port, ssl=ctx)
+            started.set()
+
+        def run() -> None:
+            self._loop.run_until_complete(main())
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+        started.wait(10)
+
+    def stop(self) -> None:
+        """Close the listener and stop its loop."""
+        self._loop.call_soon_threadsafe(self._server.close)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)

@@ -156,3 +156,28 @@ def test_grpc_outputs_come_from_raw_contents_or_from_typed_contents() -> None:
     raw.outputs.add(name="y", datatype="FP16", shape=[3])
     raw.raw_output_contents.append(np.array([1, 2, 3], np.float16).tobytes())
     np.testing.assert_array_equal(_grpc_outputs(raw)["y"], np.array([1, 2, 3], np.float16))
+
+
+def test_cloud_serve_takes_a_broker_or_a_kserve_address(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    from edgert.cli import _cloud
+
+    assert _cloud.main(["serve", "--models", str(tmp_path)]) == 2
+    assert "give --broker mqtt://HOST:PORT (MQTT workers) or --kserve HOST:PORT" in capsys.readouterr().err
+    assert _cloud.main(["serve", "--kserve", "127.0.0.1", "--models", str(tmp_path)]) == 2
+    assert "--kserve '127.0.0.1' must be HOST:PORT" in capsys.readouterr().err
+    if __import__("importlib").util.find_spec("mlserver") is not None:
+        assert _cloud.main(["serve", "--kserve", "127.0.0.1:1", "--models", str(tmp_path)]) == 2
+        assert "has no .onnx file to serve" in capsys.readouterr().err
+
+
+def test_grpc_offload_in_a_process_that_imported_mlserver_says_why_it_cannot(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MLServer and tritonclient.grpc both register the protocol's protobuf messages: one process holds one."""
+    import edgert.offload._kserve_worker as kw
+
+    def clash(module: str, feature: str) -> None:
+        raise TypeError("Couldn't build proto file into descriptor pool: duplicate symbol 'inference.ServerLiveRequest'")
+
+    monkeypatch.setattr(kw, "require", clash)   # a test double of the import that clashes
+    with pytest.raises(OffloadError, match=r"cannot reach kserve://127.0.0.1:1: tritonclient.grpc cannot be imported "
+                                           r"in this process .*use kserve\+http:// from this one"):
+        kw.make_kserve_worker("kserve://127.0.0.1:1", threading.Lock())
