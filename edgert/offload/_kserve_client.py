@@ -35,6 +35,9 @@ from edgert.offload._kserve_transport import (
     datatype_of,
 )
 
+#: Statuses that mean "not allowed", not "not there" (HTTP and gRPC).
+_AUTH = ("401", "403", "UNAUTHENTICATED", "PERMISSION_DENIED")
+
 #: How often the watcher asks a down server whether it is live again (s).
 WATCH_S = 0.1
 
@@ -218,6 +221,10 @@ class KServeDelegate(Delegate):
         try:
             md = link.call("model metadata", link.transport.metadata, server_name, version)
         except Refused as exc:
+            if exc.status in _AUTH:
+                raise ModelLoadError(f"cannot offload {name!r}: kserve server {link.cfg.url()} refused the "
+                                     f"credentials: [{exc.status}] {exc.message} (send a token with "
+                                     "EDGERT_KSERVE_TOKEN or ?header=Authorization:Bearer%20TOKEN)") from exc
             raise ModelLoadError(self._missing(name, server_name, version, exc)) from exc
         except OffloadError as exc:
             raise ModelLoadError(f"cannot offload {name!r}: {exc}") from exc

@@ -68,7 +68,7 @@ class KServeWorker(CloudWorker):
         detail names the server (``kserve://host:port``) and, for a refusal, the model."""
         if not connected:
             return f"cloud server unreachable: {error}"
-        if elapsed_ms >= budget_ms:
+        if elapsed_ms >= budget_ms or error.startswith("no reply from"):
             away = f"the deadline was {deadline_in_ms:.1f} ms away" if deadline_in_ms != float("inf") \
                 else "no deadline: the link's timeout"
             return (f"cloud timeout: {error} (waited {elapsed_ms:.1f} ms, gave up at {budget_ms:.1f} ms; {away})")

@@ -181,3 +181,30 @@ def test_grpc_offload_in_a_process_that_imported_mlserver_says_why_it_cannot(mon
     with pytest.raises(OffloadError, match=r"cannot reach kserve://127.0.0.1:1: tritonclient.grpc cannot be imported "
                                            r"in this process .*use kserve\+http:// from this one"):
         kw.make_kserve_worker("kserve://127.0.0.1:1", threading.Lock())
+
+
+class _Locked(_RecordingServer):
+    """A test double of a server that wants credentials: live answers, model metadata is 401."""
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path == "/v2/health/live":
+            self._reply(200, {})
+        else:
+            self._reply(401, {"error": "missing bearer token"})
+
+
+def test_a_server_that_refuses_the_credentials_says_so_not_that_the_model_is_missing() -> None:
+    from edgert.errors import ModelLoadError
+    from edgert.offload._kserve_client import KServeDelegate, KServeLink
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Locked)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    link = KServeLink(parse_kserve_url(f"kserve+http://127.0.0.1:{httpd.server_port}"))
+    try:
+        with pytest.raises(ModelLoadError, match=r"refused the credentials: \[401\] missing bearer token \(send a "
+                                                 r"token with EDGERT_KSERVE_TOKEN"):
+            KServeDelegate(link).open_named("m", (TensorSpec("x", (1,), F32),), ())
+    finally:
+        link.close()
+        httpd.shutdown()
+        httpd.server_close()
