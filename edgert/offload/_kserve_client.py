@@ -15,6 +15,7 @@ is a :class:`ModelLoadError` saying which tensor differs and how.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -34,6 +35,8 @@ from edgert.offload._kserve_transport import (
     Unreachable,
     datatype_of,
 )
+
+log = logging.getLogger("edgert.offload")
 
 #: Statuses that mean "not allowed", not "not there" (HTTP and gRPC).
 _AUTH = ("401", "403", "UNAUTHENTICATED", "PERMISSION_DENIED")
@@ -225,7 +228,15 @@ class KServeDelegate(Delegate):
                 raise ModelLoadError(f"cannot offload {name!r}: kserve server {link.cfg.url()} refused the "
                                      f"credentials: [{exc.status}] {exc.message} (send a token with "
                                      "EDGERT_KSERVE_TOKEN or ?header=Authorization:Bearer%20TOKEN)") from exc
-            raise ModelLoadError(self._missing(name, server_name, version, exc)) from exc
+            alt = None if version or any(m[0] == name for m in link.cfg.models) else self._only_match(inputs, outputs)
+            if alt is None:
+                raise ModelLoadError(self._missing(name, server_name, version, exc)) from exc
+            server_name, md = alt
+            log.warning("kserve server %s has no model %r; offloading it to %r, the one model there whose metadata "
+                        "matches it (map it explicitly with ?model.%s=%s)", link.cfg.url(), name, server_name,
+                        name, server_name)
+            session = KServeSession(link, name, server_name, version, inputs, outputs)
+            where = session.target()
         except OffloadError as exc:
             raise ModelLoadError(f"cannot offload {name!r}: {exc}") from exc
         try:
@@ -242,6 +253,27 @@ class KServeDelegate(Delegate):
                                  + "; ".join(problems) + (f" (map edgert's {name!r} to another server model with "
                                                           f"?model.{name}=SERVER_NAME[:VERSION])"))
         return session
+
+    def _only_match(self, inputs: tuple[TensorSpec, ...],
+                    outputs: tuple[TensorSpec, ...]) -> tuple[str, dict[str, Any]] | None:
+        """The one model of the server's repository whose metadata lists these exact inputs and outputs
+        (a Triton repository names a model by its directory, its file is ``model.onnx``), else None."""
+        link = self.link
+        try:
+            names = sorted({str(m.get("name")) for m in link.call("repository index", link.transport.index)
+                            if str(m.get("state") or "READY").upper().endswith("READY")})   # MLServer/gRPC: State.READY
+        except (Refused, OffloadError):
+            return None
+        found = []
+        for n in names[:32]:
+            try:
+                md = link.call("model metadata", link.transport.metadata, n, "")
+            except (Refused, OffloadError):
+                continue
+            if md.get("inputs") and md.get("outputs") and not check_metadata(md, inputs, outputs) \
+                    and len(md["inputs"]) == len(inputs) and len(md["outputs"]) == len(outputs):
+                found.append((n, md))
+        return found[0] if len(found) == 1 else None
 
     def _missing(self, name: str, server_name: str, version: str, exc: Refused) -> str:
         """Why metadata was refused: no such model, or no such version of it (with what the server has)."""

@@ -227,3 +227,22 @@ def test_tls_with_the_servers_ca_and_a_clear_error_without_it(server: KServeServ
     finally:
         grpc_tls.stop()
         http_tls.stop()
+
+
+def test_a_file_named_model_onnx_finds_the_one_server_model_with_its_signature(server: KServeServer, tmp_path: Path,
+                                                                                caplog: pytest.LogCaptureFixture) -> None:
+    """A Triton repository names a model by its directory and its file ``model.onnx``: edgert's default name
+    is then "model". Where exactly one served model has the file's inputs and outputs, that one is used."""
+    import shutil
+
+    path = tmp_path / "model.onnx"
+    shutil.copy(server.models / "cnn.onnx", path)
+    x = genmodels.example_inputs("cnn")
+    with caplog.at_level(logging.WARNING, "edgert.offload"):
+        with edgert.Runtime(cpu_workers=0, offload=server.url) as rt:
+            m = rt.load(path, slo_ms=2_000.0)
+            np.testing.assert_allclose(m(x)["logits"], local_outputs(path, x)[0], rtol=1e-6)
+    assert "has no model 'model'; offloading it to 'cnn', the one model there whose metadata matches" in caplog.text
+    with edgert.Runtime(cpu_workers=0, offload=server.url + "?model.model=model") as rt:   # mapped: no guessing
+        with pytest.raises(ModelLoadError, match="does not serve a model 'model'"):
+            rt.load(path)
