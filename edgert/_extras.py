@@ -11,6 +11,7 @@ extra      packages                                     features
 cli        rich                                         live tables, progress bars
 plot       matplotlib                                   ``--plot``, ``--frames DIR``
 cloud      paho-mqtt, aiomqtt, amqtt                    ``--offload``, ``edgert cloud``
+kserve     tritonclient[grpc]                           ``--offload kserve://…``
 trees      onnx                                         ``recursion`` (tree models)
 test       onnx, pytest, LoadGen …                      the test suite, genmodels
 =========  ===========================================  ==============================
@@ -34,6 +35,8 @@ EXTRA_OF: dict[str, tuple[str, str]] = {
     "onnx": ("onnx", "trees"),
     "mlperf_loadgen": ("mlcommons-loadgen", "loadgen"),
     "pyinstrument": ("pyinstrument", "profile"),
+    "tritonclient": ("tritonclient[grpc]", "kserve"),
+    "mlserver": ("mlserver", "kserve-server"),
 }
 
 

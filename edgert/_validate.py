@@ -82,8 +82,11 @@ def runtime_args(delegates: Any, scheduler: Any, offload: Any, trace: Any, cpu_w
     if scheduler is not None and not isinstance(scheduler, str) and not hasattr(scheduler, "decide"):
         raise ConfigError(f"scheduler must be a policy name or an object with decide(view, now_ms), "
                           f"got {show(scheduler)}")
-    if offload is not None and not isinstance(offload, str):
-        raise ConfigError(f"offload must be 'off', 'auto' or 'mqtt://host:port', got {show(offload)}")
+    from edgert.offload import CloudConfig, KServeConfig  # noqa: PLC0415 - config objects only (no client library)
+
+    if offload is not None and not isinstance(offload, (str, CloudConfig, KServeConfig)):
+        raise ConfigError(f"offload must be 'off', 'auto', 'mqtt://host:port' or 'kserve://host:port', "
+                          f"got {show(offload)}")
     if trace is not None:
         output_file(trace, "trace")
     if cpu_workers is not None and (isinstance(cpu_workers, bool) or not isinstance(cpu_workers, int)

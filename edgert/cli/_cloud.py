@@ -27,8 +27,14 @@ def register(subparsers: Any) -> None:
         description="Serve the .onnx / .tflite models of DIR (and only those) to edgert runtimes. Workers "
                     "share one MQTT shared subscription, so starting another adds capacity. SIGTERM/SIGINT "
                     "drain in-flight requests before exiting.")
-    s.add_argument("--broker", required=True, metavar="mqtt://HOST:PORT",
+    s.add_argument("--broker", metavar="mqtt://HOST:PORT",
                    help="broker URL: mqtt:// or mqtts:// (TLS), optional user[:password]@ and ?ca=&cert=&key=")
+    s.add_argument("--kserve", metavar="HOST:PORT",
+                   help="instead of MQTT: serve the .onnx files of DIR over the Open Inference Protocol (KServe v2), "
+                        "gRPC on HOST:PORT (MLServer with edgert's ONNX Runtime model runtime; clients use "
+                        "offload=kserve://HOST:PORT)")
+    s.add_argument("--http-port", type=int, default=None,
+                   help="with --kserve: the REST port (default PORT-1, as Triton's 8000/8001)")
     s.add_argument("--models", required=True, metavar="DIR", help="directory of .onnx / .tflite files to serve")
     s.add_argument("--username", help="broker username (overrides the URL's)")
     s.add_argument("--password-env", metavar="VAR", default="EDGERT_MQTT_PASSWORD",
@@ -66,6 +72,12 @@ def run(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s edgert-cloud %(levelname)s %(message)s")
     logging.getLogger("edgert.cloud").setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    if (args.broker is None) == (args.kserve is None):
+        print("edgert cloud serve: give --broker mqtt://HOST:PORT (MQTT workers) or --kserve HOST:PORT "
+              "(an Open Inference Protocol server), one of them", file=sys.stderr)
+        return 2
+    if args.kserve is not None:
+        return _serve_kserve(args)
     try:
         require("aiomqtt", "edgert cloud serve")
         cfg = parse_broker_url(args.broker)
@@ -92,6 +104,25 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(f"edgert cloud serve: stopped; served {stats.served}, refused {stats.errors}, garbage {stats.garbage}",
           file=sys.stderr)
+    return 0
+
+
+def _serve_kserve(args: argparse.Namespace) -> int:
+    """``--kserve HOST:PORT``: MLServer with edgert's ONNX runtime until SIGTERM/SIGINT."""
+    from edgert.offload.kserve_server import serve_forever  # noqa: PLC0415
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s edgert-cloud %(levelname)s %(message)s")
+    logging.getLogger("edgert.cloud").setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    host, sep, port = args.kserve.rpartition(":")
+    try:
+        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+            raise EdgeRTError(f"--kserve {args.kserve!r} must be HOST:PORT (the gRPC port), e.g. 127.0.0.1:8001")
+        http_port = args.http_port if args.http_port is not None else int(port) - 1
+        serve_forever(args.models, host or "127.0.0.1", int(port), http_port)
+    except EdgeRTError as exc:
+        print(f"edgert cloud serve: {exc}", file=sys.stderr)
+        return 2
+    print("edgert cloud serve: stopped", file=sys.stderr)
     return 0
 
 

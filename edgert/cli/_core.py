@@ -26,7 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run an app: xr-demo")
     p.add_argument("app", help="app name: xr-demo")
     p.add_argument("--seconds", type=_args.seconds, default=10.0, help="how long to run (default 10 s)")
-    p.add_argument("--offload", default="off", help="off | auto | mqtt://host:port (default off)")
+    p.add_argument("--offload", default="off", help="off | auto | mqtt://host:port | kserve://host:port (an Open Inference Protocol server: "
+                        "Triton, KServe, MLServer; kserve+http:// for REST) (default off)")
     p.add_argument("--scheduler", default=None, help="policy name (default: edgert's own)")
     p.add_argument("--delegates", default="auto", metavar="auto|cpu|gpu|NAME[,NAME...]",
                    help="delegate paths: auto (every available one), cpu, gpu (the GPU paths, with the CPU "

@@ -30,7 +30,7 @@ import math
 import re
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,6 +40,7 @@ from edgert.errors import ConfigError, ModelLoadError, OffloadError
 from edgert.offload._client import CloudDelegate, CloudSession
 from edgert.offload._config import CloudConfig, parse_broker_url
 from edgert.offload._embedded import EmbeddedCloud
+from edgert.offload._kserve_config import KServeConfig, is_kserve_url
 from edgert.offload._link import MqttLink
 from edgert._worker import Worker
 
@@ -68,10 +69,11 @@ class CloudWorker(Worker):
 
     inline_ok = False
 
-    def __init__(self, cfg: CloudConfig, lock: threading.Lock, runtime: Runtime | None = None,
-                 embedded: EmbeddedCloud | None = None) -> None:
-        self.link = MqttLink(cfg)
-        super().__init__("cloud", "cloud", [CloudDelegate(self.link)], lock, capacity=cfg.capacity)
+    def __init__(self, cfg: CloudConfig | KServeConfig, lock: threading.Lock, runtime: Runtime | None = None,
+                 embedded: EmbeddedCloud | None = None, *, delegate: Delegate | None = None) -> None:
+        # ``delegate``: another protocol's (kserve: ``_kserve_worker``); its ``link`` has ``connected``
+        self.link: Any = MqttLink(cfg) if isinstance(cfg, CloudConfig) else getattr(delegate, "link")
+        super().__init__("cloud", "cloud", [delegate or CloudDelegate(self.link)], lock, capacity=cfg.capacity)
         self.cfg = cfg
         self._rt = runtime
         self._embedded = embedded
@@ -114,12 +116,13 @@ class CloudWorker(Worker):
         """
         delegate, session = self.sessions[req.model.name]
         now = self._rt.now_ms() if self._rt is not None else req.start_ms
-        assert isinstance(session, CloudSession)
+        assert isinstance(session, CloudSession) or hasattr(session, "server_name")   # mqtt or kserve
+        run: Any = session.run   # both take (feeds, timeout_ms)
         name = req.model.name
         t = time.perf_counter()
         budget = self.give_up_ms(req, now) - now
         try:
-            out = session.run(req.feeds, budget)
+            out = run(req.feeds, budget)
         except OffloadError as exc:
             end = time.perf_counter()
             connected = self.link.connected
@@ -129,8 +132,8 @@ class CloudWorker(Worker):
                 with self.cond:
                     self._last_s[name] = end
                     self._rt.estimator.update(name, self.name, (end - t) * 1e3)
-            raise OffloadError(failure_reason(str(exc), (end - t) * 1e3, budget, req.deadline_ms - now,
-                                              connected)) from exc
+            raise OffloadError(self.failure_reason(str(exc), (end - t) * 1e3, budget, req.deadline_ms - now,
+                                                   connected)) from exc
         end = time.perf_counter()
         with self.cond:
             self._last_s[name] = end
@@ -138,6 +141,11 @@ class CloudWorker(Worker):
             if ms < self._best_ms.get(name, math.inf):
                 self._best_ms[name] = ms
         return out, delegate.name
+
+    def failure_reason(self, error: str, elapsed_ms: float, budget_ms: float, deadline_in_ms: float,
+                       connected: bool) -> str:
+        """What happened to a failed request (see :func:`failure_reason`; a protocol's worker may word it its way)."""
+        return failure_reason(error, elapsed_ms, budget_ms, deadline_in_ms, connected)
 
     def age_estimates(self, now_s: float) -> list[str]:
         """Reset every stale cloud estimate (no round trip for ``STALE_S``, above 1.25x the fastest
@@ -247,14 +255,20 @@ def give_up_ms(deadline_ms: float, now_ms: float, expected_ms: float, reserve_ms
     return min(max(deadline_ms - reserve_ms, now_ms + 2.0 * expected_ms), deadline_ms)
 
 
-def make_cloud_worker(offload: str | CloudConfig, lock: threading.Lock, runtime: Runtime | None = None) -> CloudWorker:
-    """The cloud worker for ``Runtime(offload=…)``: ``"auto"``, ``"mqtt[s]://…"`` or a CloudConfig.
+def make_cloud_worker(offload: str | CloudConfig | KServeConfig, lock: threading.Lock,
+                      runtime: Runtime | None = None) -> CloudWorker:
+    """The cloud worker for ``Runtime(offload=…)``: ``"auto"``, ``"mqtt[s]://…"``, ``"kserve://…"``
+    (and its REST and TLS forms, see :mod:`edgert.offload._kserve_config`), or a config object.
 
     Raises:
         ConfigError: an offload value that is none of these.
         OffloadError: the broker is unreachable, or the auto-mode worker did not start.
         MissingExtra: the MQTT packages are not installed (``pip install 'edgert[cloud]'``).
     """
+    if isinstance(offload, KServeConfig) or is_kserve_url(offload):
+        from edgert.offload._kserve_worker import make_kserve_worker  # noqa: PLC0415 - its own client library
+
+        return make_kserve_worker(offload, lock, runtime)   # type: ignore[arg-type]
     require("paho.mqtt.client", "offload")   # before starting anything: name the extra
     if offload == "auto":
         require("amqtt", "offload='auto' (the embedded broker)")
@@ -276,6 +290,6 @@ def make_cloud_worker(offload: str | CloudConfig, lock: threading.Lock, runtime:
             raise
         return w
     if not offload.startswith(("mqtt://", "mqtts://")):
-        raise ConfigError(f"unknown offload {offload!r}: use 'auto', 'mqtt://host:port' or 'mqtts://host:port' "
-                          "(None or 'off' for no offload)")
+        raise ConfigError(f"unknown offload {offload!r}: use 'auto', 'mqtt://host:port', 'mqtts://host:port' or "
+                          "'kserve://host:port' (None or 'off' for no offload)")
     return CloudWorker(parse_broker_url(offload), lock, runtime)
