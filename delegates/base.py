@@ -89,6 +89,9 @@ class Session(ABC):
     outputs: tuple[TensorSpec, ...]
     #: Share of the graph's nodes the delegate runs itself (1.0 = all); the rest fall back to the CPU.
     coverage: float = 1.0
+    #: Whether ``run`` may be called from several threads at once (then workers share this one session
+    #: instead of each opening its own: :mod:`delegates.sharing`).
+    concurrent: bool = False
 
     @abstractmethod
     def run(self, feeds: list[np.ndarray]) -> list[np.ndarray]:

@@ -74,11 +74,12 @@ def _devices(args: argparse.Namespace) -> int:
             why = why[:room - 1] + "…"
         rows.append((i.name, i.processor, i.backend, "yes" if i.available else "no", why))
     n_ok = sum(i.available for i in infos)
+    from edgert._memory import pid_summary  # noqa: PLC0415
     from edgert._power import power_counters  # noqa: PLC0415
 
     foot = [f"{n_ok} of {len(infos)} paths available here."
             + ("" if args.verbose else " Full reasons: edgert devices --verbose (or --json)."),
-            power_counters().line()]
+            power_counters().line(), pid_summary() + " (probing every path)"]
     print(render([*cols, Column("reason" if args.verbose else "why not", "<", wrap=True)], rows,
                  title="edgert delegate paths on this host", total=total, footer=foot))
     return 0

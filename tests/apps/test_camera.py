@@ -31,3 +31,40 @@ def test_frames_dir_reads_png_and_jpeg_in_name_order_and_loops(tmp_path) -> None
 def test_frames_dir_without_images_says_how_to_make_some(tmp_path) -> None:
     with pytest.raises(ConfigError, match="ffmpeg"):
         next(directory_frames(tmp_path))
+
+
+def test_read_ahead_decodes_a_bounded_number_of_frames_ahead() -> None:
+    import time
+
+    from apps.camera import read_ahead
+
+    pulled = []
+
+    def source():
+        for i in range(1000):
+            pulled.append(i)
+            yield np.full((2, 2, 3), i, np.float32)
+
+    frames = read_ahead(source(), depth=3)
+    assert next(frames)[0, 0, 0] == 0
+    time.sleep(0.3)   # the reader fills its queue, then waits
+    # the frame handed out, 3 queued, and at most one more decoded and waiting to be queued
+    assert len(pulled) <= 1 + 3 + 1
+    assert [next(frames)[0, 0, 0] for _ in range(5)] == [1, 2, 3, 4, 5]
+    frames.close()   # stops the reader
+    n = len(pulled)
+    time.sleep(0.3)
+    assert len(pulled) == n
+
+
+def test_read_ahead_raises_the_sources_error_to_the_consumer() -> None:
+    from apps.camera import read_ahead
+
+    def source():
+        yield np.zeros((2, 2, 3), np.float32)
+        raise ConfigError("--video 'x.mp4': OpenCV could not read a frame from it")
+
+    frames = read_ahead(source(), depth=2)
+    next(frames)
+    with pytest.raises(ConfigError, match="could not read a frame"):
+        next(frames)
