@@ -16,7 +16,7 @@ parts run one after another:
 * ``mediapipe``: MediaPipe 0.10.14's four solutions (face mesh with iris, hands, pose, selfie
   segmentation) in video mode, one thread each at its rate, on the same 150 frames held in memory.
 
-    flock -x /tmp/edgert-cpu.lock python benchmarks/memory.py [--seconds 5] [--workers 1 2 4]
+    flock -x /tmp/edgert-cpu.lock python benchmarks/memory.py [--seconds 5] [--workers 1 2 4] [--baseline CHECKOUT]
 
 Writes benchmarks/results/memory.md.
 """
@@ -57,22 +57,36 @@ def _python(code: str, timeout_s: float = 300.0) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def demo_peak(workers: int, seconds: float, frames: Path | None) -> dict:
-    """``edgert run xr-demo`` in a fresh process; its summary's memory and streams."""
+_LAUNCH = """
+import json, runpy, sys
+sys.argv = ["edgert"] + sys.argv[1:]
+try:
+    runpy.run_module("edgert.cli", run_name="__main__")
+finally:
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            print("PEAK " + str(int(line.split()[1]) * 1024 / 1e6), file=sys.stderr)
+"""
+
+
+def demo_peak(workers: int, seconds: float, frames: Path | None, root: Path = ROOT) -> dict:
+    """``edgert run xr-demo`` of the checkout ``root`` in a fresh process: its peak (VmHWM at exit, read the
+    same way for any checkout) and each stream's frames on time."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "summary.json"
-        cmd = [sys.executable, "-m", "edgert.cli", "run", "xr-demo", "--seconds", str(seconds), "--quiet",
+        cmd = [sys.executable, "-c", _LAUNCH, "run", "xr-demo", "--seconds", str(seconds), "--quiet",
                "--cpu-workers", str(workers), "--json", str(out)]
         if frames is not None:
             cmd += ["--frames", str(frames)]
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=seconds + 300)
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=seconds + 300)
         if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
+            raise RuntimeError(f"{' '.join(cmd[3:])} failed in {root}:\n{proc.stderr[-2000:]}")
         s = json.loads(out.read_text())
-    return {"peak_mb": s["memory"]["peak_rss_mb"],
-            "on_time": {k: round(v["on_time_pct"]) for k, v in s["per_stream"].items()},
-            "copies": sum(m["copies"] for m in s["memory"]["per_model"].values())}
+    peak = float(next(x for x in proc.stderr.splitlines() if x.startswith("PEAK "))[5:])
+    copies = sum(m["copies"] for m in s["memory"]["per_model"].values()) if "memory" in s else None
+    return {"peak_mb": round(peak, 1), "on_time": {k: round(v["on_time_pct"]) for k, v in s["per_stream"].items()},
+            "copies": copies}
 
 
 def write_frames(directory: Path, count: int = 150) -> Path:
@@ -241,26 +255,35 @@ def main() -> int:
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--users", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--parts", nargs="+", default=["demo", "users", "backends", "ort_threads", "mediapipe"])
+    ap.add_argument("--baseline", type=Path, default=None, metavar="CHECKOUT",
+                    help="also run the demo of another checkout (e.g. the main branch), alternating with this one")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "memory.md"))
     args = ap.parse_args()
     host = host_line()
     rows: list[str] = []
     notes: list[str] = []
     t_start = time.perf_counter()
-    base: dict[int, float] = {}
+    base: dict[tuple[str, int], float] = {}
     if "demo" in args.parts:
         with tempfile.TemporaryDirectory() as tmp:
             frames = write_frames(Path(tmp) / "frames")
             for n in args.workers:
                 for label, src in (("sample scene", None), ("--frames (150 PNGs)", frames)):
-                    r = demo_peak(n, args.seconds, src)
-                    if src is None:
-                        base[n] = r["peak_mb"]
-                    extra = (f"{r['peak_mb'] / base[args.workers[0]]:.2f}x of {args.workers[0]} worker(s)" if src is None
-                             else f"+{r['peak_mb'] - base[n]:.0f} MB over the sample scene")
-                    rows.append(f"| demo, {label} | {n} | 1 | {r['peak_mb']:.0f} | {extra} | {r['copies']} | "
-                                f"{' / '.join(str(v) for v in r['on_time'].values())} |")
-                    print(rows[-1], flush=True)
+                    for who, root in (("baseline", args.baseline), ("edgert", ROOT)):
+                        if root is None:
+                            continue
+                        r = demo_peak(n, args.seconds, src, root)
+                        key = (who, n)
+                        if src is None:
+                            base[key] = r["peak_mb"]
+                        first = base.get((who, args.workers[0]))
+                        extra = (f"{r['peak_mb'] / first:.2f}x of {args.workers[0]} worker(s)" if src is None and first
+                                 else f"+{r['peak_mb'] - base[key]:.0f} MB over the sample scene")
+                        name = "demo" if who == "edgert" else f"demo of {root}"
+                        rows.append(f"| {name}, {label} | {n} | 1 | {r['peak_mb']:.0f} | {extra} | "
+                                    f"{'-' if r['copies'] is None else r['copies']} | "
+                                    f"{' / '.join(str(v) for v in r['on_time'].values())} |")
+                        print(rows[-1], flush=True)
     if "users" in args.parts:
         first = None
         for u in args.users:
@@ -290,7 +313,7 @@ def main() -> int:
         print(notes[-1], flush=True)
     if "mediapipe" in args.parts:
         r = mediapipe_peak(args.seconds)
-        two = base.get(2)
+        two = base.get(("edgert", 2))
         cmp = f"edgert at 2 workers / MediaPipe = {two / r['peak_mb']:.2f}" if two else ""
         rows.append(f"| MediaPipe 0.10.14, four solutions, 150 frames in memory | - | 1 | {r['peak_mb']:.0f} | {cmp} | - | |")
         print(rows[-1], flush=True)
