@@ -209,9 +209,8 @@ class Runtime(Dispatcher):
         (what loading it added) and ``copies`` (sessions open over all workers): :mod:`edgert._memory`."""
         from edgert._memory import runtime_memory  # noqa: PLC0415
 
-        with self._lock:
-            models = list(self._models.values())
-        return runtime_memory(models, self._workers)
+        with self._lock:   # the workers' sessions change under it (a load)
+            return runtime_memory(list(self._models.values()), self._workers)
 
     def records(self) -> list[RequestRecord]:
         """Finished requests (the most recent RECORDS_KEPT), oldest first; times in runtime ms."""
