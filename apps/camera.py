@@ -166,11 +166,11 @@ def directory_frames(directory: str | Path, depth: int = READ_AHEAD) -> Iterator
         ConfigError: the directory is missing or holds no image.
         MissingExtra: matplotlib is not installed (``pip install 'edgert[plot]'``).
     """
-    files = image_files(directory)
-    try:
+    try:   # a missing reader is named before the directory is looked at
         import cv2  # noqa: F401, PLC0415 - the reader read_image prefers
     except ImportError:
         require("matplotlib.image", "--frames DIR")
+    files = image_files(directory)
 
     def decode() -> Iterator[np.ndarray]:
         while True:
