@@ -69,3 +69,22 @@ def test_read_ahead_raises_the_sources_error_to_the_consumer() -> None:
     next(frames)
     with pytest.raises(ConfigError, match="could not read a frame"):
         next(frames)
+
+
+def test_video_is_streamed_in_order_looping_and_a_bad_file_is_named(tmp_path) -> None:
+    import itertools
+
+    cv2 = pytest.importorskip("cv2", reason="--video needs OpenCV (the xr extra)")
+    from apps.camera import video_frames
+
+    path = tmp_path / "clip.mp4"
+    w = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 30, (64, 48))
+    for i in range(10):
+        w.write(np.full((48, 64, 3), i * 20, np.uint8))
+    w.release()
+    got = [int(f.mean()) for f in itertools.islice(video_frames(path), 12)]
+    assert got[:10] == sorted(got[:10]) and got[10:] == got[:2]          # in order, then from the start again
+    assert sum(1 for _ in video_frames(path, loop=False)) == 10
+    (tmp_path / "not.mp4").write_text("not a video")
+    with pytest.raises(ConfigError, match="OpenCV could not read a frame"):
+        next(video_frames(tmp_path / "not.mp4"))
