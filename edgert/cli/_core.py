@@ -79,7 +79,7 @@ def _devices(args: argparse.Namespace) -> int:
 
     foot = [f"{n_ok} of {len(infos)} paths available here."
             + ("" if args.verbose else " Full reasons: edgert devices --verbose (or --json)."),
-            power_counters().line(), pid_summary() + " (probing every path)"]
+            power_counters().line(), pid_summary()]
     print(render([*cols, Column("reason" if args.verbose else "why not", "<", wrap=True)], rows,
                  title="edgert delegate paths on this host", total=total, footer=foot))
     return 0
