@@ -283,8 +283,10 @@ def main_from_args(args: argparse.Namespace) -> int:
         if args.snapshot:
             write_snapshot(rt, args, args.snapshot)
             print(f"snapshot: {args.snapshot}")
+        memory = rt.memory()   # before close: it counts the sessions open
         rt.close()
         summary = final_summary(rt, session, args.seconds, source)
+        summary["memory"] = memory
         print()
         print(report_text(summary, rt.processors, f"{title}, summary over {args.seconds:.0f} s (p50/p99 in ms)",
                           total))

@@ -208,4 +208,20 @@ def report_text(summary: dict[str, Any], processors: Sequence[str], title: str, 
     line = cloud_line(summary.get("cloud"))
     if line:
         parts += ["", *textwrap.wrap(line, total, subsequent_indent="  ")]
+    line = memory_line(summary.get("memory"))
+    if line:
+        parts += ["", *textwrap.wrap(line, total, subsequent_indent="  ")]
     return "\n".join(parts)
+
+
+def memory_line(memory: dict[str, Any] | None) -> str:
+    """The process's peak resident memory and what each model added when it loaded (MB, largest first),
+    with its copies where a model has more than one session (runs that overlapped)."""
+    if not memory:
+        return ""
+    models = sorted(((name, m) for name, m in memory.get("per_model", {}).items() if m.get("resident_mb") is not None),
+                    key=lambda kv: -kv[1]["resident_mb"])
+    shares = ", ".join(f"{name} {m['resident_mb']:.0f}" + (f" ({m['copies']} copies)" if m.get("copies", 1) > 1 else "")
+                       for name, m in models)
+    return (f"memory: peak {memory['peak_rss_mb']:.0f} MB resident (VmHWM)"
+            + (f"; loading added, MB: {shares}" if shares else ""))

@@ -112,6 +112,9 @@ class Session(ABC):
     coverage: float = 1.0
     #: The arithmetic this session computes in (one of :data:`PRECISIONS`), fixed when it was opened.
     precision: str = "fp32"
+    #: Whether ``run`` may be called from several threads at once (then workers share this one session
+    #: instead of each opening its own: :mod:`delegates.sharing`).
+    concurrent: bool = False
 
     @abstractmethod
     def run(self, feeds: list[np.ndarray]) -> list[np.ndarray]:

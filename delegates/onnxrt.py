@@ -111,6 +111,9 @@ def graph_placement(sess: Any) -> dict[str, int]:
 class OrtSession(Session):
     """An ``onnxruntime.InferenceSession`` behind the Session interface, with its node placement."""
 
+    #: ``InferenceSession.run`` is thread-safe: the CPU workers share one session (delegates.sharing).
+    concurrent = True
+
     def __init__(self, sess: Any, label: str, provider: str = CPU_EP) -> None:
         self._sess = sess
         self._label = label

@@ -9,7 +9,7 @@ missing one raises :class:`~edgert.errors.EdgeRTError` naming the extra::
 extra      packages                                     features
 =========  ===========================================  ==============================
 cli        rich                                         live tables, progress bars
-plot       matplotlib                                   ``--plot``, ``--frames DIR``
+plot       matplotlib                                   ``--plot``, ``--frames DIR`` without OpenCV
 cloud      paho-mqtt, aiomqtt, amqtt                    ``--offload``, ``edgert cloud``
 kserve     tritonclient[grpc]                           ``--offload kserve://…``
 trees      onnx                                         ``recursion`` (tree models)

@@ -7,6 +7,7 @@ to the policy.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 
@@ -14,6 +15,8 @@ import numpy as np
 
 from delegates.base import Delegate, Session
 from delegates.registry import all_delegates, resolve
+from delegates.sharing import shared_session
+from edgert._memory import ResidentGrowth, give_back_freed
 from edgert._model import LoadedModel
 from edgert._result import note_precision
 from edgert._worker import Worker
@@ -37,26 +40,41 @@ def open_on_workers(lm: LoadedModel, workers: Sequence[Worker], allowed: tuple[s
                     excluded: dict[str, str] | None = None) -> list[Opened]:
     """Open ``lm`` on every worker that can run it, keeping per worker the delegate that warmed up fastest.
 
-    Identical workers (same kind and delegates, e.g. cpu0 and cpu1) reuse the first one's choice
-    and timing. Fills ``lm.inputs``/``lm.outputs`` from the first session opened. ``accept`` (the
-    model's accuracy check, :class:`edgert._accuracy.AccuracyCheck`) may refuse a path: its reason
-    lands in ``excluded`` (delegate name -> reason) and the path is not used for this model.
+    Identical workers (same kind and delegates, e.g. cpu0 and cpu1) reuse the first one's choice and
+    timing, and share its session: one copy of the model however many of them run it
+    (:func:`delegates.sharing.shared_session`). Fills ``lm.inputs``/``lm.outputs`` from the first
+    session opened, and ``lm.resident_mb`` with what the process's resident set grew by meanwhile.
+    ``accept`` (the model's accuracy check, :class:`edgert._accuracy.AccuracyCheck`) may refuse a
+    path: its reason lands in ``excluded`` (delegate name -> reason) and the path is not used for
+    this model.
 
     Raises:
         ModelLoadError: no worker could open it (every delegate's reason, or "no delegate takes it").
     """
+    give_back_freed()
+    with ResidentGrowth() as grew:
+        opened = _open(lm, workers, allowed, delegates, warmup_runs, accept, excluded)
+    lm.resident_mb = grew.mb
+    return opened
+
+
+def _open(lm: LoadedModel, workers: Sequence[Worker], allowed: tuple[str, ...] | None,
+          delegates: Sequence[Delegate], warmup_runs: int,
+          accept: Callable[[Delegate, Session], str | None] | None,
+          excluded: dict[str, str] | None) -> list[Opened]:
     errors: dict[tuple[str, str], list[str]] = {}   # (delegate, message) -> workers: one line each
-    chosen: dict[tuple[str, ...], tuple[Delegate, float | None]] = {}
+    chosen: dict[tuple[str, ...], tuple[Delegate, Session, float | None]] = {}
     opened: list[Opened] = []
-    for w in workers:
-        cands = w.candidates(lm, allowed)
-        if not cands:
+    keys = [_identity(w, lm, allowed) for w in workers]
+    for w, key in zip(workers, keys):
+        if key is None:
             continue
-        key = (w.kind, *(d.name for d in cands))
-        if key in chosen:
-            cands = [chosen[key][0]]
+        if key in chosen:   # an identical worker opened it already: share its session
+            d0, s0, ms0 = chosen[key]
+            opened.append((w, d0, s0, ms0))
+            continue
         best: tuple[Delegate, Session, float | None] | None = None
-        for d in cands:
+        for d in w.candidates(lm, allowed):
             try:
                 s = w.open_model(lm, d)
                 check_specs(lm, s, d)
@@ -70,7 +88,7 @@ def open_on_workers(lm: LoadedModel, workers: Sequence[Worker], allowed: tuple[s
                     excluded[d.name] = why
                 errors.setdefault((d.name, f"excluded by the model's tolerance: {why}"), []).append(w.name)
                 continue
-            ms = chosen[key][1] if key in chosen else warmup_ms(s, warmup_runs)
+            ms = warmup_ms(s, warmup_runs)
             if best is None or (ms is not None and (best[2] is None or ms < best[2])):
                 if best is not None:
                     best[1].close()
@@ -78,14 +96,26 @@ def open_on_workers(lm: LoadedModel, workers: Sequence[Worker], allowed: tuple[s
             else:
                 s.close()
         if best is not None:
-            chosen.setdefault(key, (best[0], best[2]))
-            opened.append((w, *best))
+            d, s, ms = best
+            users = keys.count(key)
+            s = shared_session(s, functools.partial(w.open_model, lm, d), users)
+            chosen[key] = (d, s, ms)
+            opened.append((w, d, s, ms))
     if not opened:
         detail = "; ".join(f"{d} on {', '.join(ws)}: {msg}" for (d, msg), ws in errors.items()) if errors else (
             f"no delegate here takes {'/'.join(a.format for a in lm.artifacts)} "
             f"(delegates: {', '.join(d.name for d in delegates)})")
         raise ModelLoadError(f"cannot load model {lm.name!r}: {detail}")
     return opened
+
+
+def _identity(w: Worker, lm: LoadedModel, allowed: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """What makes two workers interchangeable for ``lm`` (kind, class and candidate delegates); None when
+    ``w`` cannot run it."""
+    cands = w.candidates(lm, allowed)
+    if not cands:
+        return None
+    return (w.kind, type(w).__qualname__, *(d.name for d in cands))
 
 
 def check_specs(lm: LoadedModel, s: Session, d: Delegate) -> None:

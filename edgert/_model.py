@@ -91,6 +91,8 @@ class LoadedModel:
     allowed: tuple[str, ...] | None = None
     output_names: tuple[str, ...] = field(default=())
     then: tuple[str, ...] = ()
+    #: MB the process's resident set grew by while it was loaded (None: unknown; edgert._memory)
+    resident_mb: float | None = None
 
     def feeds(self, inputs: Any) -> list[np.ndarray]:
         """Validate ``inputs`` (array, list in input order, or dict by name) into arrays in input order.

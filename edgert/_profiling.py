@@ -27,6 +27,7 @@ import numpy as np
 
 from delegates._native import host_summary
 from delegates.base import FORMATS, Artifact, Delegate, Session
+from edgert._memory import ResidentGrowth, give_back_freed
 from edgert.errors import ConfigError, ModelLoadError
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import DeviceProfile, ProcessorSpec
@@ -46,6 +47,8 @@ class Measurement:
     warmup: int
     coverage: float = 1.0
     placement: dict[str, int] = field(default_factory=dict)
+    #: MB the process's resident set grew by while one session was opened and run (None: unknown)
+    memory_mb: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +105,8 @@ def measure(delegate: Delegate, artifact: Artifact, runs: int = 50, warmup: int 
     if runs < 1 or warmup < 0:
         raise ValueError(f"runs must be >= 1 and warmup >= 0 (got runs={runs}, warmup={warmup})")
     name = model or (artifact.path.stem if artifact.path is not None else "model")
+    give_back_freed()   # what earlier sessions freed must not be counted as reused here
+    grew = ResidentGrowth().start()   # the model's resident share: one session opened and run (edgert._memory)
     session = delegate.open(artifact, threads=threads)
     try:
         feeds = example_feeds(session)
@@ -114,11 +119,13 @@ def measure(delegate: Delegate, artifact: Artifact, runs: int = 50, warmup: int 
             times.append((time.perf_counter() - t0) * 1e3)
         placement = session.placement()
         coverage = float(session.coverage)
+        memory = grew.read()   # with the session still open
     finally:
         session.close()
     p90 = float(np.percentile(times, 90)) if len(times) > 1 else times[0]
     return Measurement(name, delegate.name, delegate.processor, statistics.median(times), p90,
-                       statistics.fmean(times), runs, warmup, coverage, placement)
+                       statistics.fmean(times), runs, warmup, coverage, placement,
+                       None if memory is None else round(memory, 1))
 
 
 def processor_name(kind: str) -> str:
@@ -166,6 +173,7 @@ def build_profile(measurements: Iterable[Measurement], failures: Iterable[Failur
             best[key] = m
     latency: dict[str, dict[str, float]] = {}
     p90: dict[str, dict[str, float]] = {}
+    memory: dict[str, dict[str, float]] = {}
     sources: dict[str, str] = {"host": f"{host}: {host_summary()}", "versions": versions(),
                                "tool": "edgert profile (random inputs, one single-threaded session per pair)"}
     for (model, col), m in sorted(best.items()):
@@ -177,13 +185,18 @@ def build_profile(measurements: Iterable[Measurement], failures: Iterable[Failur
             f"measured on {host} with {m.delegate}: p50 of {m.runs} runs after {m.warmup} warm-up"
             + partial + (f"; also measured: {', '.join(also)}" if also else ""))
         sources[f"delegate/{model}/{col}"] = m.delegate
+        if m.memory_mb is not None:
+            memory.setdefault(model, {})[col] = m.memory_mb
+            sources[f"memory_mb/{model}/{col}"] = (
+                f"measured on {host} with {m.delegate}: growth of the process's resident set (VmRSS) while one "
+                "session was opened and run")
         sources[f"coverage/{model}/{col}"] = f"{m.coverage:.3f}{_placement_text(m)}"
     for f in failures:
         sources[f"unmeasured/{f.model}/{f.delegate}"] = f.reason
     order = {"cpu0": 0, "gpu": 1, "dsp": 2, "npu": 3}
     procs = [ProcessorSpec(c, kinds[c]) for c in sorted(kinds, key=lambda c: (order.get(c, 9), c))]
     return DeviceProfile(name=name or _slug(host), processors=procs, latency_ms=latency,
-                         latency_p90_ms=p90, sources=sources,
+                         latency_p90_ms=p90, sources=sources, memory_mb=memory,
                          description=description or f"measured on {host} ({platform.machine()}) by edgert profile")
 
 

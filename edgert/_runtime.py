@@ -212,6 +212,14 @@ class Runtime(Dispatcher):
         with self._lock:
             return {name: s.summary() for name, s in self._stats.items()}
 
+    def memory(self) -> dict[str, Any]:
+        """The process's ``peak_rss_mb`` / ``rss_mb`` (MB) and, in ``per_model``, each model's ``resident_mb``
+        (what loading it added) and ``copies`` (sessions open over all workers): :mod:`edgert._memory`."""
+        from edgert._memory import runtime_memory  # noqa: PLC0415
+
+        with self._lock:   # the workers' sessions change under it (a load)
+            return runtime_memory(list(self._models.values()), self._workers)
+
     def records(self) -> list[RequestRecord]:
         """Finished requests (the most recent RECORDS_KEPT), oldest first; times in runtime ms."""
         with self._lock:

@@ -5,8 +5,9 @@ JSON shape::
     {
       "name": "galaxy-s23",
       "description": "...",
-      "processors": [{"name": "cpu0", "kind": "cpu"}, {"name": "gpu", "kind": "gpu"}],
+      "processors": [{"name": "cpu0", "kind": "cpu"}, {"name": "gpu", "kind": "gpu", "memory_mb": 512}],
       "latency_ms": {"hand": {"cpu0": 9.1, "gpu": 3.2}},
+      "memory_mb": {"hand": {"cpu0": 14.2, "gpu": 9.0}},          # optional, MB resident per model
       "latency_p90_ms": {"hand": {"cpu0": 9.8}},                  # optional
       "energy_mj": {"hand": {"gpu": 4.0}},                        # optional, mJ per inference
       "power": {"processors": {"gpu": {"active_w": 3.0, "idle_w": 0.1}}},  # optional (scheduler.power)
@@ -16,6 +17,13 @@ JSON shape::
                 "input_bytes": {"hand": 150528}, "output_bytes": {"hand": 252}},  # optional
       "sources": {"latency_ms/hand/cpu0": "measured on ... with ...", "host": "..."}
     }
+
+``memory_mb`` (optional) is what a model keeps resident on a processor, in MB (10^6 bytes): its weights
+and the state its delegate holds to run it, as ``edgert profile`` measures it (the growth of the
+process's resident memory when one session of the model is opened and run). A processor's
+``memory_mb`` (optional) is the memory it has for models; the simulator refuses to place a model on a
+processor that this would overflow (:mod:`scheduler.sim.memory`). Either may be left out: a
+processor without it is not limited, a model without it takes no memory there.
 
 ``sources`` says where every number came from: a key ``latency_ms/<model>/<processor>``
 (``*`` may stand for any part) maps to "measured on <device> with <tool>",
@@ -38,10 +46,12 @@ from scheduler.types import PROCESSOR_KINDS
 
 @dataclass(frozen=True, slots=True)
 class ProcessorSpec:
-    """A processor of a device: unique ``name`` and a ``kind`` from PROCESSOR_KINDS."""
+    """A processor of a device: unique ``name``, a ``kind`` from PROCESSOR_KINDS, and the memory it has for
+    models (MB; None: not limited)."""
 
     name: str
     kind: str
+    memory_mb: float | None = None
 
 
 @dataclass(slots=True)
@@ -76,6 +86,8 @@ class DeviceProfile:
     description: str = ""
     latency_p90_ms: dict[str, dict[str, float]] = field(default_factory=dict)
     energy_mj: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: MB each model keeps resident on each processor (optional; see the module docstring)
+    memory_mb: dict[str, dict[str, float]] = field(default_factory=dict)
     cloud: CloudSpec | None = None
     power: PowerSpec | None = None
     thermal: ThermalSpec | None = None
@@ -90,13 +102,16 @@ class DeviceProfile:
         out: dict[str, Any] = {
             "name": self.name,
             "description": self.description,
-            "processors": [{"name": p.name, "kind": p.kind} for p in self.processors],
+            "processors": [{"name": p.name, "kind": p.kind,
+                            **({} if p.memory_mb is None else {"memory_mb": p.memory_mb})} for p in self.processors],
             "latency_ms": self.latency_ms,
         }
         if self.latency_p90_ms:
             out["latency_p90_ms"] = self.latency_p90_ms
         if self.energy_mj:
             out["energy_mj"] = self.energy_mj
+        if self.memory_mb:
+            out["memory_mb"] = self.memory_mb
         if self.cloud is not None:
             c = self.cloud
             out["cloud"] = {
@@ -146,6 +161,7 @@ class DeviceProfile:
             latency_ms=lat,
             latency_p90_ms=p90,
             energy_mj=_table(obj.get("energy_mj", {}), "energy_mj", bad, _energy),
+            memory_mb=_memory_table(obj.get("memory_mb", {}), names, bad),
             cloud=_cloud(obj.get("cloud"), bad),
             sources=_sources(obj.get("sources", {}), bad),
         )
@@ -218,7 +234,9 @@ def _processors(raw: Any, bad: Any) -> list[ProcessorSpec]:
             raise bad(f"processors[{i}].name must be a non-empty string, got {_kind(p['name'])}")
         if p["kind"] not in PROCESSOR_KINDS:
             raise bad(f"processors[{i}].kind {_kind(p['kind'])} is not one of {', '.join(PROCESSOR_KINDS)}")
-        procs.append(ProcessorSpec(p["name"], p["kind"]))
+        mem = p.get("memory_mb")
+        procs.append(ProcessorSpec(p["name"], p["kind"],
+                                   None if mem is None else _megabytes(mem, f"processors[{i}].memory_mb", bad)))
     if len({p.name for p in procs}) != len(procs):
         raise bad("processor names must be unique")
     return procs
@@ -248,6 +266,28 @@ def _energy(v: Any, where: str, bad: Any) -> float:
     if not 0 < f <= 1e9:
         raise bad(f"{where} must be a positive energy in mJ, at most 1e9, got {v}")
     return f
+
+
+#: Largest memory a profile may give (MB): 16 TB; anything above is a unit mix-up (bytes for MB).
+MAX_MEMORY_MB = 1.6e7
+
+
+def _megabytes(v: Any, where: str, bad: Any) -> float:
+    """A memory size in MB: a number in [0, MAX_MEMORY_MB]."""
+    f = _number(v, where, bad)
+    if not 0 <= f <= MAX_MEMORY_MB:
+        raise bad(f"{where} must be a memory size in MB (10^6 bytes), >= 0 and <= {MAX_MEMORY_MB:g}, got {v}")
+    return f
+
+
+def _memory_table(obj: Any, names: set[str], bad: Any) -> dict[str, dict[str, float]]:
+    """``memory_mb``: ``{model: {processor: MB}}`` naming only the profile's processors."""
+    table = _table(obj, "memory_mb", bad, _megabytes)
+    for model, row in table.items():
+        unknown = set(row) - names
+        if unknown:
+            raise bad(f"memory_mb[{model!r}] names unknown processor(s) {sorted(unknown)}; known: {sorted(names)}")
+    return table
 
 
 def _table(obj: Any, field_name: str, bad: Any, check: Any = _latency) -> dict[str, dict[str, float]]:

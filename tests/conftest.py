@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -73,3 +76,74 @@ def _fail_on_edgert_bug(request: pytest.FixtureRequest) -> Iterator[None]:
         first = handler.records[0]
         tb = logging.Formatter().formatException(first.exc_info) if first.exc_info else ""
         pytest.fail(f"edgert.bug logged {len(handler.records)} bug(s); first: {first.getMessage()}\n{tb}")
+
+
+# -- the suite stops every process it starts (issue #32) ------------------------------------------------
+
+def is_broker_or_worker(argv: list[str]) -> bool:
+    """A mosquitto broker, or an edgert process (``python -m edgert.cli cloud serve``, the ``edgert`` script)."""
+    if not argv:
+        return False
+    exe = os.path.basename(argv[0])
+    return exe in ("mosquitto", "edgert") or any(
+        a == "-m" and b.startswith("edgert") for a, b in zip(argv, argv[1:]))
+
+
+def leftover_processes(pgid: int | None = None, since_ticks: int = 0) -> list[tuple[int, str]]:
+    """Brokers and workers still running in process group ``pgid`` (default: this one), other than this
+    process, started at or after ``since_ticks`` (clock ticks since boot); orphans whose parent died are
+    found too, as they keep the group. ``(pid, command line)`` each; empty where /proc is missing."""
+    me = os.getpid()
+    group = os.getpgid(0) if pgid is None else pgid
+    found = []
+    for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")[:-1]
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()   # after "pid (comm) ": state ppid pgrp ...
+        if fields[0] == "Z" or int(fields[2]) != group or int(fields[19]) < since_ticks:
+            continue
+        if is_broker_or_worker(argv):
+            found.append((int(entry.name), " ".join(argv)))
+    return found
+
+
+def _start_ticks() -> int:
+    with open(f"/proc/{os.getpid()}/stat", "rb") as f:
+        stat = f.read().decode(errors="replace")
+    return int(stat[stat.rfind(")") + 2:].split()[19])
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_process_outlives_the_suite() -> Iterator[None]:
+    """At the end of the session no broker or worker that the tests started is left running: any that is
+    gets stopped (SIGTERM, then SIGKILL) and the session errors, naming it."""
+    if not os.path.isdir("/proc"):
+        yield
+        return
+    since = _start_ticks()
+    yield
+    from tests.edgert.test_cloud_support import STARTED, end  # noqa: PLC0415
+
+    left = leftover_processes(since_ticks=since)
+    deadline = time.monotonic() + 5.0
+    while left and time.monotonic() < deadline:   # one may be exiting right now (a worker draining)
+        time.sleep(0.1)
+        left = leftover_processes(since_ticks=since)
+    for pid, _ in left:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    for proc in STARTED:
+        end(proc, timeout_s=5.0)
+    if left:
+        listing = "; ".join(f"pid {pid}: {cmd}" for pid, cmd in left)
+        pytest.fail(f"{len(left)} process(es) started by the tests outlived them (now stopped): {listing}",
+                    pytrace=False)

@@ -114,21 +114,24 @@ def moving_crop(image: np.ndarray, frames: int, out_hw: tuple[int, int] = (360, 
     """A synthetic video of ``frames`` frames: a window over ``image`` (``cover`` of it at rest) that
     pans (±``shift_px`` pixels, sinusoidally) and zooms (±``zoom`` of its size), resized to
     ``out_hw`` (uint8 RGB)."""
+    return [crop_frame(image, k, frames, out_hw, shift_px, zoom, cover) for k in range(frames)]
+
+
+def crop_frame(image: np.ndarray, k: int, frames: int, out_hw: tuple[int, int] = (360, 480),
+               shift_px: float = 60.0, zoom: float = 0.15, cover: float = 0.8) -> np.ndarray:
+    """Frame ``k`` of :func:`moving_crop`'s video, alone (uint8 RGB ``out_hw``)."""
     import cv2  # noqa: PLC0415
 
     h, w = image.shape[:2]
     oh, ow = out_hw
     base = min(h / oh, w / ow) * cover
-    out = []
-    for k in range(frames):
-        t = 2 * np.pi * k / max(frames, 1)
-        s = base * (1 + zoom * np.sin(2 * t))
-        cx = w / 2 + shift_px * np.sin(t)
-        cy = h / 2 + shift_px * 0.5 * np.cos(t)
-        m = np.array([[s, 0, cx - s * ow / 2], [0, s, cy - s * oh / 2]], dtype=np.float64)
-        out.append(cv2.warpAffine(image, m, (ow, oh), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
-                                  borderMode=cv2.BORDER_REPLICATE))
-    return out
+    t = 2 * np.pi * k / max(frames, 1)
+    s = base * (1 + zoom * np.sin(2 * t))
+    cx = w / 2 + shift_px * np.sin(t)
+    cy = h / 2 + shift_px * 0.5 * np.cos(t)
+    m = np.array([[s, 0, cx - s * ow / 2], [0, s, cy - s * oh / 2]], dtype=np.float64)
+    return cv2.warpAffine(image, m, (ow, oh), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                          borderMode=cv2.BORDER_REPLICATE)
 
 
 def sample_scene(directory: Path | None = None) -> np.ndarray:
@@ -145,7 +148,10 @@ def sample_scene(directory: Path | None = None) -> np.ndarray:
 
 def sample_frames(directory: Path | None = None, period: int = 150) -> Iterator[np.ndarray]:
     """An endless camera over :func:`sample_scene`: a slow pan and zoom (``period`` frames a cycle), so
-    tracking follows what the detectors found and the work per frame follows the scene."""
-    clip = moving_crop(sample_scene(directory), period, out_hw=(480, 480), shift_px=12.0, zoom=0.04, cover=0.97)
+    tracking follows what the detectors found and the work per frame follows the scene. Each frame is
+    made when it is asked for (about a ms), so the camera holds one frame, not the cycle."""
+    scene = sample_scene(directory)
+    k = 0
     while True:
-        yield from clip
+        yield crop_frame(scene, k, period, out_hw=(480, 480), shift_px=12.0, zoom=0.04, cover=0.97)
+        k = (k + 1) % period

@@ -83,13 +83,14 @@ def _devices(args: argparse.Namespace) -> int:
             why = why[:room - 1] + "…"
         rows.append((i.name, i.processor, i.backend, i.precision, "yes" if i.available else "no", why))
     n_ok = sum(i.available for i in infos)
+    from edgert._memory import pid_summary  # noqa: PLC0415
     from edgert._power import power_counters  # noqa: PLC0415
 
     foot = [f"{n_ok} of {len(infos)} paths available here."
             + ("" if args.verbose else " Full reasons: edgert devices --verbose (or --json)."),
             "prec = the arithmetic a path computes in (fp32, tf32, fp16, int8, mixed); "
             "force fp32 with the path's option force_fp32 (edgert devices --json: force_fp32).",
-            power_counters().line(), *(f"warning: {sh.line()}" for sh in shadows)]
+            power_counters().line(), pid_summary(), *(f"warning: {sh.line()}" for sh in shadows)]
     print(render([*cols, Column("reason" if args.verbose else "why not", "<", wrap=True)], rows,
                  title="edgert delegate paths on this host", total=total, footer=foot))
     return 0

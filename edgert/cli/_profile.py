@@ -101,7 +101,8 @@ def _run(args: argparse.Namespace) -> int:
                 continue
             results.append(m)
             cov = "" if m.coverage >= 1.0 else f"  coverage {m.coverage:.0%}"
-            print(f"  {model:24} {d.name:20} {d.processor:4} p50 {m.p50_ms:9.3f} ms  p90 {m.p90_ms:9.3f} ms{cov}")
+            mem = "" if m.memory_mb is None else f"  {m.memory_mb:6.1f} MB resident"
+            print(f"  {model:24} {d.name:20} {d.processor:4} p50 {m.p50_ms:9.3f} ms  p90 {m.p90_ms:9.3f} ms{mem}{cov}")
     if not results:
         reasons = "; ".join(f"{f.model}/{f.delegate}: {f.reason}" for f in failures)
         raise ValueError(f"nothing could be measured ({reasons})")

@@ -194,6 +194,8 @@ def _print_summary(s: dict[str, Any], cfg: Any) -> None:
             print(f"  {n:>7} x {reason}")
         if len(top) > 6:
             print(f"  ... and {len(top) - 6} more kinds (see --json)")
+    for r in s.get("memory_refused", ()):
+        print(f"not placed for want of memory: {r['reason']}")
     if "energy_mj" in s:
         print(_energy_line(s))
     print(f"simulated {s['sim_span_ms'] / 1000:.1f} s in {s['wall_s']:.2f} s wall "

@@ -60,6 +60,7 @@ from scheduler.profile import DeviceProfile
 from scheduler.sim.columns import Workload, downstream_ms, root_arrivals
 from scheduler.sim.heat import Heat
 from scheduler.sim.latency import bind_latencies, hand_offs, latency_table, make_processors
+from scheduler.sim.memory import fit_memory
 from scheduler.sim.metrics import Outcome
 from scheduler.sim.processor import SimProcessor
 from scheduler.types import Policy, ProcessorView, RequestView, SchedulerView
@@ -101,7 +102,8 @@ class Simulation:
 
     Raises (from the constructor, before anything runs):
         ValueError: a negative ``dispatch_ms``.
-        TraceError: a model of the workload that the profile lacks, or that no processor supports.
+        TraceError: a model of the workload that the profile lacks, that no processor supports, or that
+            fits in the memory of none (:mod:`~scheduler.sim.memory`).
     """
 
     def __init__(self, workload: Workload, profile: DeviceProfile, policy: Policy, *, seed: int = 0,
@@ -120,6 +122,10 @@ class Simulation:
         self.processors = procs = make_processors(profile, offload, cloud_slots)
         self.by_name = {p.name: p for p in procs}
         lat, table = latency_table(profile, procs, noise, cloud_noise, profile.cloud if offload else None)
+        #: (model, processor) pairs refused for want of memory (:mod:`~scheduler.sim.memory`)
+        self.refused = fit_memory(profile, workload.models, table)
+        for r in self.refused:
+            del lat[(r.model, r.processor)]
         self.estimator = LatencyEstimator(alpha=0.1, seed=table)
         self._validate(table)
         models = workload.models

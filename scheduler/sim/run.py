@@ -97,6 +97,8 @@ class SimResult:
     wall_s: float
     #: the device's heat over the run (``Heat.to_json``); None without a thermal model
     heat: dict[str, Any] | None = None
+    #: (model, processor) placements refused for want of memory, each ``Refusal.to_json()``
+    memory_refused: list[dict[str, Any]] = field(default_factory=list)
     _summary: dict[str, Any] | None = field(default=None, repr=False)
 
     def summary(self) -> dict[str, Any]:
@@ -117,6 +119,8 @@ class SimResult:
             s.update(energy_summary(self.outcome, self.profile, self.processors, self.span_ms))
             if self.heat is not None:
                 s["thermal"] = self.heat
+            if self.memory_refused:
+                s["memory_refused"] = self.memory_refused
             s["wall_s"] = round(self.wall_s, 4)
             s["wall_requests_per_s"] = round(len(self.outcome) / self.wall_s, 1) if self.wall_s > 0 else None
             self._summary = s
@@ -190,6 +194,7 @@ def run_simulation(config: SimConfig, progress: Callable[[float], None] | None =
         processors=[(p.name, p.kind, p.slots, p.busy_ms, p.n_runs) for p in sim.processors],
         outcome=sim.outcome(), span_ms=span, decisions=sim.decisions, events=sim.events, wall_s=wall,
         heat=None if sim.heat is None else sim.heat.to_json(),
+        memory_refused=[r.to_json() for r in sim.refused],
     )
 
 

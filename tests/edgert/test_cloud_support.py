@@ -43,6 +43,28 @@ def wait_port(port: int, up: bool = True, timeout_s: float = 10.0) -> None:
     raise TimeoutError(f"port {port} did not come {'up' if up else 'down'} in {timeout_s} s")
 
 
+#: Every process these helpers started, so the session's end can check that none is left running
+#: (tests/conftest.py stops and reports any that is).
+STARTED: list[subprocess.Popen[bytes]] = []
+
+
+def started(proc: subprocess.Popen[bytes]) -> subprocess.Popen[bytes]:
+    """Remember ``proc`` in STARTED and return it."""
+    STARTED.append(proc)
+    return proc
+
+
+def end(proc: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+    """Stop ``proc`` if it still runs: SIGTERM, then SIGKILL after ``timeout_s``; always reaped."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
 class Mosquitto:
     """A mosquitto broker on a free loopback port, with a temp config (``set_tcp_nodelay true``)."""
 
@@ -75,16 +97,18 @@ class Mosquitto:
         return f"mqtt://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        """Start (or restart) it on the same port."""
-        self.proc = subprocess.Popen([MOSQUITTO, "-c", str(self.conf)], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+        """Start (or restart) it on the same port; a no-op while it runs (a second broker could not bind the
+        port, and the first would outlive the tests: the wire fixtures once left two behind that way)."""
+        if self.proc is not None and self.proc.poll() is None:
+            return
+        self.proc = started(subprocess.Popen([MOSQUITTO, "-c", str(self.conf)], stdout=subprocess.DEVNULL,
+                                             stderr=subprocess.DEVNULL))
         wait_port(self.port)
 
     def stop(self) -> None:
-        """Stop it and wait until the port refuses connections."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
+        """Stop it (SIGTERM, then SIGKILL after 10 s) and wait until the port refuses connections."""
+        if self.proc is not None:
+            end(self.proc)
         wait_port(self.port, up=False)
 
 
@@ -96,9 +120,9 @@ class WorkerProc:
         self._fh = open(log, "ab")  # noqa: SIM115
         self._seen = log.stat().st_size
         env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
-        self.proc = subprocess.Popen([sys.executable, "-m", "edgert.cli", "cloud", "serve", "--broker", url,
-                                      "--models", str(models), "-v", *extra],
-                                     stdout=self._fh, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+        self.proc = started(subprocess.Popen([sys.executable, "-m", "edgert.cli", "cloud", "serve", "--broker", url,
+                                              "--models", str(models), "-v", *extra],
+                                             stdout=self._fh, stderr=subprocess.STDOUT, cwd=ROOT, env=env))
 
     def text(self) -> str:
         """Its log so far."""
@@ -149,3 +173,29 @@ def test_mosquitto_helper_restarts_on_the_same_port(tmp_path: Path) -> None:
         socket.create_connection(("127.0.0.1", b.port), timeout=1).close()
     finally:
         b.stop()
+
+
+@needs_mosquitto
+def test_a_running_broker_is_found_as_left_over_and_a_stopped_one_is_not(tmp_path: Path) -> None:
+    from tests.conftest import leftover_processes  # noqa: PLC0415
+
+    b = Mosquitto(tmp_path)
+    try:
+        b.start()   # a second start while it runs must not start a second broker
+        assert b.proc is not None
+        mine = [pid for pid, cmd in leftover_processes() if "mosquitto" in cmd and str(b.conf) in cmd]
+        assert mine == [b.proc.pid]
+    finally:
+        b.stop()
+    assert not [pid for pid, cmd in leftover_processes() if str(b.conf) in cmd]
+
+
+def test_the_leftover_check_knows_brokers_and_workers() -> None:
+    from tests.conftest import is_broker_or_worker  # noqa: PLC0415
+
+    assert is_broker_or_worker(["/usr/sbin/mosquitto", "-c", "x.conf"])
+    assert is_broker_or_worker([sys.executable, "-m", "edgert.cli", "cloud", "serve"])
+    assert is_broker_or_worker(["/usr/local/bin/edgert", "cloud", "serve"])
+    assert not is_broker_or_worker(["flock", "-s", "/tmp/l", "python", "-m", "pytest", "tests/edgert/test_cloud_mosquitto.py"])
+    assert not is_broker_or_worker([sys.executable, "-m", "pytest"])
+    assert not is_broker_or_worker([])

@@ -14,6 +14,7 @@ import pytest
 
 from delegates.base import Artifact, Delegate, Session, TensorSpec
 from delegates.registry import all_delegates
+from delegates.sharing import SessionPool
 from edgert import _loader
 from edgert._loader import check_delegate_names, check_specs, open_on_workers, warmup_ms
 from edgert._model import LoadedModel
@@ -146,13 +147,15 @@ def test_a_different_network_on_a_later_delegate_is_dropped_not_chosen() -> None
     assert lm.inputs == (SPEC,)
 
 
-def test_identical_workers_reuse_the_first_ones_choice_and_timing() -> None:
+def test_identical_workers_reuse_the_first_ones_choice_and_timing_and_share_its_session() -> None:
     slow, fast = DelegateDouble("slow", 500.0), DelegateDouble("fast", 125.0)
     workers = [_worker("cpu0", slow, fast), _worker("cpu1", slow, fast)]
     opened = open_on_workers(_model(), workers, None, [slow, fast], 2)
     assert _chosen(opened) == [("cpu0", "fast", 125.0), ("cpu1", "fast", 125.0)]
     assert len(slow.sessions) == 1                       # cpu1 did not try it again
-    assert [s.runs for s in fast.sessions] == [3, 0]     # nor warm up its own session
+    assert [s.runs for s in fast.sessions] == [3]        # nor open and warm up a session of its own:
+    assert opened[0][2] is opened[1][2]                  # both run one (a pool: the double is not thread-safe)
+    assert isinstance(opened[0][2], SessionPool) and opened[0][2].size == 1
 
 
 # -- when nothing loads --

@@ -23,8 +23,14 @@ class WireRig:
     def __init__(self, tmp: Path) -> None:
         import paho.mqtt.client as mqtt  # noqa: PLC0415
 
-        self.broker = Mosquitto(tmp)
-        self.broker.start()
+        self.broker = Mosquitto(tmp)   # started by its constructor
+        try:
+            self._start(tmp, mqtt)
+        except BaseException:
+            self.broker.stop()
+            raise
+
+    def _start(self, tmp: Path, mqtt: Any) -> None:
         models = make_models(tmp / "models", ("tiny",))
         self.digest = digest_of((models / "tiny.onnx").read_bytes())
         cfg = parse_broker_url(self.broker.url)
@@ -80,12 +86,12 @@ class WireRig:
         return decode_header(got[0])[0] if got else None
 
     def close(self) -> None:
-        """Stop the worker, the client and the broker."""
-        self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(timeout=20)
-        self.server.close()
-        self.client.disconnect()
-        self.client.loop_stop()
-        proc = self.broker.proc
-        proc.terminate()
-        proc.wait(10)
+        """Stop the worker, the client and the broker (the broker even when stopping the others fails)."""
+        try:
+            self._loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join(timeout=20)
+            self.server.close()
+            self.client.disconnect()
+            self.client.loop_stop()
+        finally:
+            self.broker.stop()
