@@ -242,7 +242,11 @@ class EdgertPolicy:
         key = _overload_urgency(est, procs.local, self.short_first) if overloaded and self.short_first else _urgency
         ordered: Sequence[RequestView]
         if len(pending) > self.window:   # the most urgent first; nsmallest is sorted(...)[:n], stable
-            ordered = heapq.nsmallest(self.window, pending, key=key)
+            if key is _urgency:   # sorted in C over C-level keys (the same order): a burst leaves hundreds pending
+                urg = [r[3] - r[6] for r in pending]   # deadline_ms - downstream_ms, as _urgency
+                ordered = [pending[i] for i in sorted(range(len(pending)), key=urg.__getitem__)[:self.window]]
+            else:
+                ordered = heapq.nsmallest(self.window, pending, key=key)
         else:
             ordered = sorted(pending, key=key) if len(pending) > 1 else pending
         setting = (plan, use_plan, plan.fates, plan.whole, plan.reserved if use_plan else None, overloaded,
