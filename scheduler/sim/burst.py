@@ -44,7 +44,7 @@ def unequal_profile(fast_ms: float, ratio: float, model: str = "det") -> DeviceP
 
 def burst_lines(n: int, model: str, slo_ms: float, spacing_ms: float = 0.001, rounds: int = 1,
                 round_ms: float = 0.0) -> list[str]:
-    """Trace lines (DESIGN.md §6): ``rounds`` bursts ``round_ms`` apart from t = 0, each of ``n`` requests
+    """Trace lines (docs/design.md §6): ``rounds`` bursts ``round_ms`` apart from t = 0, each of ``n`` requests
     of ``model`` ``spacing_ms`` apart with ``slo_ms``; ids ``r<round>b<k>``."""
     return [json.dumps({"t_ms": r * round_ms + k * spacing_ms, "model": model, "slo_ms": slo_ms, "id": f"r{r}b{k}"})
             for r in range(rounds) for k in range(n)]
