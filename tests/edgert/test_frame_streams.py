@@ -1,7 +1,8 @@
 """A frame's second request of one model is a stream of its own (the right eye's iris after the left's).
 
 The overload plan measures each stream's rate from its arrivals. Under one stream key, a frame's two
-iris requests 0.2 ms apart read as 5,000 a second whenever that stream (re)starts with them, and a
+iris requests 0.2 ms apart read (before issue 28 bounded a rate by the arrivals over one budget) as
+5,000 a second whenever that stream (re)starts with them, and a
 plan check falling then sheds work from a run that uses a third of the cores (seen once in ~7 runs
 on the first frames of ``benchmarks/mediapipe_peer.py`` at 1x: "the device can run at most 38% of
 the current work")."""
