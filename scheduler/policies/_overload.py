@@ -209,6 +209,11 @@ class OverloadPlan:
         self.fates[req.id] = fate
         return fate
 
+    def established(self, req: RequestView) -> bool:
+        """Whether the plan may shed ``req`` by its stream's rate: the stream has shown that rate over one
+        budget (:meth:`~scheduler.policies._streams.Streams.established`), so it is no burst read as a rate."""
+        return self._streams.established(req)
+
     def update(self, pending: Sequence[RequestView], now_ms: float, est: Latency, local: Sequence[str],
                cloud: str | None, cloud_slots: int) -> None:
         """Check the demand (at most every ``replan_ms``, and only when a stream started, stopped or changed

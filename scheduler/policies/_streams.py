@@ -6,6 +6,18 @@ latest arrivals. :meth:`Streams.due` answers in O(1) whether the demand may
 have moved (a stream started, stopped or changed its rate), which is what lets
 the plan skip its check on almost every decision. Times are ms on the
 driver's clock; nothing here reads a clock.
+
+A rate is never extrapolated past what was seen: a stream's demand counts at
+most its arrivals so far spread over one budget (arrival to effective deadline),
+``min(rate, arrivals / budget)``. Sixty requests submitted in one loop a few
+microseconds apart, with a minute to finish, read as 60 per minute (the work
+that must fit within their deadlines), not as thousands per second. A stream
+whose rate that bound still cuts is not :meth:`Streams.established`: it has
+not shown its rate over one budget yet, and the plan does not shed it (edgert's
+policy drops one of its requests on arrival only when it cannot finish in time
+behind the work queued ahead). A periodic stream is established from its
+second arrival when its budget is at most one period (XR frame deadlines),
+after ``load`` arrivals when it runs ``load`` times per budget.
 """
 
 from __future__ import annotations
@@ -40,7 +52,8 @@ class Streams:
         self.rel = rel
         #: a stream started or changed its rate since the last rates()
         self.dirty = False
-        #: stream -> [model, latest arrival times, has downstream stages, rate at the last rates(), expiry ms]
+        #: stream -> [model, latest arrival times, has downstream stages, rate at the last rates(), expiry ms,
+        #:            arrivals since it started, its latest budget ms]
         self._s: dict[str, list] = {}
         self._expiry: list[tuple[float, str]] = []   # heap of (expiry ms, stream), stale entries skipped
 
@@ -49,12 +62,14 @@ class Streams:
         key = req.stream or req.model
         s = self._s.get(key)
         if s is None:
-            s = self._s[key] = [req.model, deque(maxlen=self.keep), False, 0.0, 0.0]
+            s = self._s[key] = [req.model, deque(maxlen=self.keep), False, 0.0, 0.0, 0, 0.0]
         times = s[1]
         t = req.arrival_ms
         if times and t <= times[-1]:
             return   # seen out of arrival order (after a window): it adds nothing to the rate
         times.append(t)
+        s[5] += 1
+        s[6] = req.deadline_ms - req.downstream_ms - t
         while len(times) > 2 and t - times[0] > _SPAN_MS:
             times.popleft()
         s[0] = req.model
@@ -65,7 +80,7 @@ class Streams:
         else:
             gap = (t - times[0]) / (n - 1)
             ref = s[3]
-            if abs(1.0 / gap - ref) > self.rel * ref:
+            if abs(_bounded(1.0 / gap, s) - ref) > self.rel * ref:
                 self.dirty = True
             s[4] = t + self.timeout * gap
         heappush(self._expiry, (s[4], key))
@@ -97,11 +112,29 @@ class Streams:
                 continue
             if len(times) < 2:
                 continue
-            rate = (len(times) - 1) / (times[-1] - times[0])
-            s[3] = rate
+            rate = s[3] = _bounded((len(times) - 1) / (times[-1] - times[0]), s)
             out[model] = out.get(model, 0.0) + rate
             head[model] = head.get(model, False) or down
         for key in gone:
             del self._s[key]
         self.dirty = False
         return out, head
+
+    def established(self, req: RequestView) -> bool:
+        """Whether ``req``'s stream has shown its rate over one budget (the bound of the module doc does
+        not cut it); a stream seen once is, since it has no rate to extrapolate."""
+        s = self._s.get(req.stream or req.model)
+        if s is None or len(s[1]) < 2:
+            return True
+        times = s[1]
+        rate = (len(times) - 1) / (times[-1] - times[0])
+        return _bounded(rate, s) == rate
+
+
+def _bounded(rate: float, s: list) -> float:
+    """``rate`` (per ms) cut to the stream's arrivals so far over its budget, when that is less (see the
+    module doc); a stream without a positive budget keeps its rate."""
+    budget = s[6]
+    if budget > 0.0 and s[5] < rate * budget * (1.0 - 1e-9):
+        return s[5] / budget
+    return rate

@@ -60,8 +60,13 @@ whose processors run one invocation at a time. One decision:
 4. **Drop early**: a request that cannot finish by its own deadline on any
    processor even with that processor to itself is dropped now, with the
    expected finish in the reason, so it does not take time from work that can
-   still make it. One that could make it but for more urgent claims stays
-   pending.
+   still make it. On arrival (the decision that first sees it), one that
+   cannot finish by its deadline behind the work queued ahead of it (the
+   claims of more urgent requests, on every processor that can run it, the
+   cloud included) is dropped too, with that finish in the reason: a caller
+   who submits a burst learns at once which requests do not fit, and the kept
+   ones do not wait behind them. Later, one that could make it but for more
+   urgent claims stays pending (a claim ahead may end early or be dropped).
 
 5. **Overload plan** (``scheduler/policies/_overload.py``): the policy keeps
    every stream's rate and, when the device could not run everything
@@ -69,7 +74,10 @@ whose processors run one invocation at a time. One decision:
    for the shares of each model to send to the cloud *from their arrival*
    (when the round trip's odds are best and the cloud has a free slot) and,
    past ``shed_target``, to shed (the requests that cost the most local time
-   per met deadline), so the rest meet their deadlines. A long model the
+   per met deadline), so the rest meet their deadlines. Only an *established*
+   stream is shed by rate (one that has shown its rate over one budget:
+   ``_streams.py``); requests submitted together, read over microseconds,
+   are no rate to shed by, and are dropped on arrival only by 4. A long model the
    cloud serves safely goes there whole while the device is that busy (a
    pending request of it seen before the plan goes too), since each local
    run would hold a non-preemptive processor longer than a tighter stream
@@ -80,7 +88,14 @@ whose processors run one invocation at a time. One decision:
    a slower processor waits (late dispatch) for a faster one instead when
    that finishes it sooner by more than ``eft_slack`` × its run time, still in
    time; this keeps slow processors from soaking up work the fast ones would
-   finish twice as fast. Conversely, a request with time to spare (more than
+   finish twice as fast. A free processor at least ``_SLOWER`` (4) times
+   slower than the fastest is taken only when it finishes sooner than the
+   fastest after its queue (no ``eft_slack``): a burst on a GPU 20x faster
+   than the CPU then never ends later than on the GPU alone (before, the CPU
+   took a request it finished up to a GPU run later, plus its own noise:
+   ``scheduler/sim/burst.py``); on the schedulers' grid six of 168 cells
+   moved by 1-4 requests, 13,031 → 13,030 misses in all.
+   Conversely, a request with time to spare (more than
    twice the budget of the tightest stream that needs a processor, i.e. whose
    next fastest processor takes 1.25× as long) leaves that processor to it
    when another one finishes the request in time, now or after a wait.
@@ -137,8 +152,12 @@ from scheduler.estimator import LatencyEstimator
 from scheduler.types import Assignment, LatencyModel, RequestView, SchedulerView
 
 _INF = float("inf")
+#: a free processor this many times slower than the fastest is taken only when it finishes sooner (no eft_slack)
+_SLOWER = 4.0
 #: how the reason of a request the overload plan sheds on arrival begins (benchmarks count them by it)
 SHED_REASON = "shed under overload"
+#: how the reason of a request dropped on arrival because the work queued ahead leaves it no time begins
+BEHIND_REASON = "cannot meet its deadline behind the work queued ahead of it"
 
 
 class EdgertPolicy:
@@ -232,7 +251,11 @@ class EdgertPolicy:
         key = _overload_urgency(est, procs.local, self.short_first) if overloaded and self.short_first else _urgency
         ordered: Sequence[RequestView]
         if len(pending) > self.window:   # the most urgent first; nsmallest is sorted(...)[:n], stable
-            ordered = heapq.nsmallest(self.window, pending, key=key)
+            if key is _urgency:   # sorted in C over C-level keys (the same order): a burst leaves hundreds pending
+                urg = [r[3] - r[6] for r in pending]   # deadline_ms - downstream_ms, as _urgency
+                ordered = [pending[i] for i in sorted(range(len(pending)), key=urg.__getitem__)[:self.window]]
+            else:
+                ordered = heapq.nsmallest(self.window, pending, key=key)
         else:
             ordered = sorted(pending, key=key) if len(pending) > 1 else pending
         setting = (plan, use_plan, plan.fates, plan.whole, plan.reserved if use_plan else None, overloaded,
@@ -251,8 +274,11 @@ class EdgertPolicy:
         _, out, placed, last, last_start, rows = work   # the decision's state: see Work
         for req in ordered:
             rid, model, _, deadline, stream, _, downstream_ms, allowed = req   # faster than 7 attribute reads
+            new = False
             if (fate := known_fates.get(rid, -1) if use_plan else LOCAL) < 0:   # the plan's fate: fixed when
-                fate = plan.fate(req)                                          # the request is first seen
+                fate, new = plan.fate(req), True                               # the request is first seen
+                if fate == SHED and not plan.established(req):   # a burst's rate is no ground to shed: it is
+                    fate = known_fates[rid] = LOCAL              # dropped below only if it cannot be in time
             row = rows.get(model) or rows.setdefault(model, _row(lookup, estimator, model, names))   # [(i, ms)]
             row = row if allowed is None else [(i, ms) for i, ms in row if names[i] in allowed]
             if fate == SHED or not row:
@@ -279,7 +305,8 @@ class EdgertPolicy:
                     and cloud_f + cloud_margin * cloud_ms <= target:
                 pick, finish = cloud, cloud_f   # planned offload, or a long run would hold a tight stream's processor
             elif idle >= 0 and (local == idle or ready[local] + k_local * local_ms > target
-                                or local_f + self.eft_slack * local_ms >= idle_f):
+                                or local_f + (self.eft_slack * local_ms if idle_f - ready[idle] < _SLOWER * local_ms
+                                              else 0.0) >= idle_f):
                 pick, finish = idle, idle_f               # free now and in time (no much faster wait)
                 if green is not None or reserved and names[idle] in reserved:
                     pick, finish = _idle_choice(model, row, idle, idle_f, target, reserved, procs, k_local, now_ms, green)
@@ -290,7 +317,7 @@ class EdgertPolicy:
                                                      long_ms, procs, target, now_ms, green)
                 elif green is not None:   # a cheaper placement in time
                     pick, finish = green.choose(model, row, local, local_f, procs, target, now_ms)
-            elif c := self._late_choice(req, row, target, (local, local_f, cloud, cloud_f), procs, now_ms, work):
+            elif c := self._late_choice(req, row, target, (local, local_f, cloud, cloud_f), procs, now_ms, work, new):
                 pick, finish = c                          # no local processor makes it in time, even after a wait
             else:
                 continue                                  # swapped, superseded, dropped or left pending
@@ -319,14 +346,16 @@ class EdgertPolicy:
 
     def _late_choice(self, req: RequestView, row: list[tuple[int, float]], target: float,
                      earliest: tuple[int, float, int, float], procs: Processors, now_ms: float,
-                     work: Work) -> tuple[int, float] | None:
+                     work: Work, new: bool = False) -> tuple[int, float] | None:
         """For a request no local processor serves by its effective deadline ``target``, even after a wait:
         ``(processor, finish)`` to claim, or None when it was settled here or stays pending.
 
         In order: take a more urgent request's local slot when that one fits elsewhere (:func:`swap_slot`);
         the cloud when it makes ``target``; the earliest finish when it makes the request's own deadline
         (not its cascade's); the slot of an older frame of its stream (supersede); a drop when even a
-        processor to itself would finish it late; else it stays pending, claiming nothing.
+        processor to itself would finish it late; a drop on arrival (``new``: first seen now) when the work
+        queued ahead of it leaves no processor that finishes it by its deadline; else it stays pending,
+        claiming nothing.
         ``earliest``: ``(local, local_f, cloud, cloud_f)``, the earliest local and cloud finishes (index -1: none).
         """
         local, local_f, cloud, cloud_f = earliest
@@ -342,6 +371,8 @@ class EdgertPolicy:
         own = min(work.base[i] + ms for i, ms in row)
         if own > deadline:
             work.out.append(Assignment.drop(req.id, _late(own, deadline)))
+        elif new:
+            work.out.append(Assignment.drop(req.id, _behind(min(local_f, cloud_f), deadline)))
         return None
 
 
@@ -371,6 +402,11 @@ def _unsupported(req: RequestView) -> str:
 def _shed(model: str, utilization: float) -> str:
     return (f"{SHED_REASON}: the device can run at most {1 / utilization:.0%} of the current work "
             f"in time, so a share of {model!r}, the costliest per request, is dropped on arrival")
+
+
+def _behind(finish_ms: float, deadline_ms: float) -> str:
+    return (f"{BEHIND_REASON}: earliest expected finish {finish_ms:.2f} ms > deadline {deadline_ms:.2f} ms "
+            "on every processor that can run it, so it is dropped on arrival")
 
 
 def _late(finish_ms: float, deadline_ms: float) -> str:

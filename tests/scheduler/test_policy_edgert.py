@@ -44,9 +44,11 @@ CASES = [
           LAT), 0.0, [(1, "cpu")]),
     # hopeless: even the fastest processor from now finishes at 1 > 0.5: dropped now
     ("drop hopeless", view([req(0, "a", deadline=0.5)], [proc("cpu"), proc("npu")], LAT), 0.0, [(0, None)]),
-    # could make it but for a more urgent claim: stays pending (not dropped)
-    ("pending, not dropped",
-     view([req(0, "b", deadline=7.0), req(1, "b", deadline=8.0, stream="b2")], [proc("gpu")], LAT), 0.0, [(0, "gpu")]),
+    # could make it alone (6 <= 8) but not behind the more urgent claim (12 > 8): dropped on arrival (a request
+    # seen at an earlier decision stays pending instead: test_behind_a_claim_a_request_seen_before_stays_pending)
+    ("behind the queue on arrival",
+     view([req(0, "b", deadline=7.0), req(1, "b", deadline=8.0, stream="b2")], [proc("gpu")], LAT), 0.0,
+     [(0, "gpu"), (1, None)]),
     # local first: the cpu makes it (8 <= 20), the faster-to-return cloud is left out
     ("local first", view([req(0, "h", deadline=20.0)], [proc("cpu"), proc("cloud")], LAT), 0.0, [(0, "cpu")]),
     # the cpu is busy for 10 more ms: local finish 18 > 15, the cloud makes it (12): offload
@@ -61,9 +63,9 @@ CASES = [
     ("robust claim stays local",
      view([req(0, "h", deadline=20.0)], [proc("cpu", busy_until=5.0), proc("cloud")], LAT), 0.0, []),
     # no swap when the holder has nowhere else to go: the urgent "e" (deadline 10) needs the gpu (6 ms; the
-    # cpu's 12 ms is too slow), so "d" (deadline 13; gpu 9 ms after e's 6 = 15, cpu 20) stays pending
+    # cpu's 12 ms is too slow), so "d" (deadline 13; gpu 9 ms after e's 6 = 15, cpu 20) is dropped on arrival
     ("no swap when the holder has nowhere to go",
-     view([req(0, "e", deadline=10.0), req(1, "d", deadline=13.0)], CG, LAT), 0.0, [(0, "gpu")]),
+     view([req(0, "e", deadline=10.0), req(1, "d", deadline=13.0)], CG, LAT), 0.0, [(0, "gpu"), (1, None)]),
     # swap: the urgent "c" (deadline 10) takes the idle gpu (4 ms) first; "d" (deadline 13) makes it only on
     # the gpu (9 ms, cpu 20 ms); "c" also makes it on the idle cpu (6 * 1.2 <= 10): they swap, both start now
     ("swap", view([req(0, "c", deadline=10.0), req(1, "d", deadline=13.0)], CG, LAT), 0.0,
@@ -116,7 +118,28 @@ def test_both_frames_kept_when_both_fit():
 
 
 def test_supersede_off_keeps_the_older_frame():
-    assert plan(EdgertPolicy(supersede=False).decide(_frames(9.0, 10.0), 0.0)) == [(0, "gpu")]
+    # the newer frame cannot follow (12 > 10) and may not take the slot: it is dropped on arrival
+    got = EdgertPolicy(supersede=False).decide(_frames(9.0, 10.0), 0.0)
+    assert plan(got) == [(0, "gpu"), (1, None)]
+    assert got[1].reason == ("cannot meet its deadline behind the work queued ahead of it: earliest expected finish "
+                             "12.00 ms > deadline 10.00 ms on every processor that can run it, so it is dropped "
+                             "on arrival")
+
+
+def test_behind_a_claim_a_request_seen_before_stays_pending():
+    # the arrival drop is for the decision that first sees a request; one seen before (here: its fate fixed by
+    # an earlier decision) waits, claiming nothing: the claim ahead may still end early or be dropped
+    pol = EdgertPolicy()
+    late = req(1, "b", deadline=8.0, stream="b2")
+    pol.plan.fate(late)
+    assert plan(pol.decide(view([req(0, "b", deadline=7.0), late], [proc("gpu")], LAT), 0.0)) == [(0, "gpu")]
+
+
+def test_behind_the_queue_the_cloud_or_another_processor_still_takes_it():
+    # behind "e" on the gpu (6 + 9 = 15 > 13) but the cloud makes it: no arrival drop
+    lat = {**LAT, "d": {"cpu": 20.0, "gpu": 9.0, "cloud": 10.0}}
+    snap = view([req(0, "e", deadline=10.0), req(1, "d", deadline=13.0)], [*CG, proc("cloud")], lat)
+    assert (1, "cloud") in plan(EdgertPolicy().decide(snap, 0.0))
 
 
 def test_supersede_takes_a_claimed_slot_too():

@@ -235,8 +235,11 @@ def test_a_local_finish_exactly_at_the_deadline_without_the_margin_still_runs() 
 
 def test_a_request_that_could_finish_just_in_time_alone_stays_pending() -> None:
     # "a" (effective deadline 4.5) takes the cpu until 3; "b" could end at 5 = its deadline on an idle cpu
+    # (seen at an earlier decision: on arrival it would be dropped behind "a", 8 > 5)
     pending = [req(0, "a", deadline=6.0, downstream=1.5), req(1, "b", deadline=5.0)]
-    got = EdgertPolicy().decide(view(pending, [proc("cpu")], {"a": {"cpu": 3.0}, "b": {"cpu": 5.0}}), 0.0)
+    pol = EdgertPolicy()
+    pol.plan.fate(pending[1])
+    got = pol.decide(view(pending, [proc("cpu")], {"a": {"cpu": 3.0}, "b": {"cpu": 5.0}}), 0.0)
     assert plan(got) == [(0, "cpu")]
 
 

@@ -90,13 +90,13 @@ def test_budget_is_averaged_from_arrival_to_effective_deadline() -> None:
 
 
 def _fed_plan(replan_ms: float) -> tuple[OverloadPlan, RecorderDouble, Any]:
-    """A plan whose clock started at 0 and has seen stream "m" (every 5 ms, SLO 100 ms), its demand recorder,
-    and an estimator that runs "m" on the cpu in 1 ms."""
+    """A plan whose clock started at 0 and has seen stream "m" (every 5 ms, SLO 40 ms: 10 arrivals stand for
+    its rate over a budget), its demand recorder, and an estimator that runs "m" on the cpu in 1 ms."""
     plan = OverloadPlan(replan_ms=replan_ms)
     rec = RecorderDouble()
     plan.on_demand = rec
     _checked(plan, 0.0, _est({}))
-    _feed(plan, "m", 5.0, 10, slo=100.0)
+    _feed(plan, "m", 5.0, 10, slo=40.0)
     return plan, rec, _est({"m": {"cpu": 1.0}})
 
 
@@ -166,11 +166,11 @@ def test_re_plan_only_when_the_demand_moved_by_replan_delta(rate_change: float, 
     plan.on_demand = rec
     _checked(plan, 0.0, _est({}))
     est = _est({"m": {"cpu": 0.1}})
-    _feed(plan, "m", 10.0, 3, slo=100.0)
+    _feed(plan, "m", 10.0, 3, slo=10.0)          # budgets of one period: each rate stands at once
     _checked(plan, 25.0, est)
     assert len(rec.calls) == 1
     period = 10.0 * (1.0 - rate_change)
-    _feed(plan, "m", period, 40, slo=100.0, first_id=10, start=20.0 + period)
+    _feed(plan, "m", period, 40, slo=period, first_id=10, start=20.0 + period)
     _checked(plan, 20.0 + 40 * period, est)
     assert len(rec.calls) == (2 if replanned else 1)
 
@@ -181,13 +181,13 @@ def test_two_models_moving_a_little_each_add_up() -> None:
     plan.on_demand = rec
     _checked(plan, 0.0, _est({}))
     est = _est({"a": {"cpu": 0.1}, "b": {"cpu": 0.1}})
-    _feed(plan, "a", 10.0, 3, slo=100.0)
-    _feed(plan, "b", 10.0, 3, slo=100.0, first_id=100)
+    _feed(plan, "a", 10.0, 3, slo=10.0)          # budgets of one period: each rate stands at once
+    _feed(plan, "b", 10.0, 3, slo=10.0, first_id=100)
     _checked(plan, 25.0, est)
     assert len(rec.calls) == 1
     # both double their rate: each model's load moves by 0.01, together by 0.02 >= 0.015
-    _feed(plan, "a", 5.0, 40, slo=100.0, first_id=10, start=25.0)
-    _feed(plan, "b", 5.0, 40, slo=100.0, first_id=110, start=25.0)
+    _feed(plan, "a", 5.0, 40, slo=5.0, first_id=10, start=25.0)
+    _feed(plan, "b", 5.0, 40, slo=5.0, first_id=110, start=25.0)
     _checked(plan, 25.0 + 39 * 5.0, est)
     assert len(rec.calls) == 2
 

@@ -1,8 +1,10 @@
 """Stream rates for the overload plan (scheduler/policies/_streams.py) and the simplex's input checks
 (scheduler/policies/_lp.py), on arrivals and matrices small enough to work out by hand.
 
-A stream's rate is ``(arrivals - 1) / (last - first)`` over its arrivals of the last 1000 ms (at least two);
-a stream with one arrival stops after 1000 ms, one with more after ``timeout`` mean gaps.
+A stream's rate is ``(arrivals - 1) / (last - first)`` over its arrivals of the last 1000 ms (at least two),
+at most its arrivals so far over its budget (no extrapolation from a burst); a stream with one arrival stops
+after 1000 ms, one with more after ``timeout`` mean gaps. The helper's budget is 10 ms, which no rate here
+exceeds, so the bound only cuts in the tests that say so.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ def _streams(arrivals: dict[str, list[float]], model: str = "m", timeout: float 
     i = 0
     for stream, times in arrivals.items():
         for t in times:
-            s.see(req(i, model, deadline=t + 100.0, arrival=t, stream=stream, downstream=downstream))
+            s.see(req(i, model, deadline=t + 10.0, arrival=t, stream=stream, downstream=downstream))
             i += 1
     return s
 
@@ -46,7 +48,7 @@ def test_streams_of_one_model_are_told_apart_by_their_key() -> None:
 def test_a_stream_named_by_its_model_alone() -> None:
     s = Streams(keep=32, timeout=3.0, rel=0.05)
     for k in range(3):
-        s.see(req(k, "m", deadline=100.0, arrival=10.0 * k, stream=""))
+        s.see(req(k, "m", deadline=10.0 * k + 10.0, arrival=10.0 * k, stream=""))
     assert s.rates(20.0)[0] == {"m": pytest.approx(0.1)}
 
 

@@ -245,8 +245,19 @@ def test_a_long_run_leaves_an_overloaded_device_for_the_cloud():
 
 def test_steady_overload_is_planned_once():
     pol = EdgertPolicy()
-    _drive(pol, 4.0, 2000.0)
+    _drive(pol, 4.0, 2000.0, slo_ms=4.0)       # a budget of one period: the rate stands from the 2nd arrival
     assert pol.plan.replans == 1               # the demand does not move, so the LP is not solved again
+
+
+def test_a_stream_faster_than_its_budget_is_planned_until_its_rate_stands_then_never_again():
+    # 25 arrivals per 100 ms budget: until 100 ms have passed, the demand counted is the arrivals so far over
+    # the budget (no extrapolation), so the LP follows it a few times; then the rate stands and it stops
+    pol = EdgertPolicy()
+    _drive(pol, 4.0, 200.0)
+    settled = pol.plan.replans
+    assert 1 <= settled <= 3
+    _drive(pol, 4.0, 2000.0, start_ms=200.0, first_id=50)
+    assert pol.plan.replans == settled
 
 
 def test_shed_when_the_cloud_cannot_help():
