@@ -276,7 +276,15 @@ class Simulation:
             p.running.append(rid)
             seq += 1
             push(heap, (s + ms, seq, rid))
-        return start_run
+
+        def start_cool(p: SimProcessor, rid: int, lat: tuple[float, float, list[float]], now: float) -> None:
+            nonlocal seq   # start_run without the heat hook (no thermal model): the same step, one test fewer
+            start[rid] = s = now + hand[rid]
+            proc[rid] = p
+            p.running.append(rid)
+            seq += 1
+            push(heap, (s + (lat[0] * lat[2][rid] + lat[1]), seq, rid))
+        return start_run if heated is not None else start_cool
 
     def _decision_step(self, start_run: StartStep) -> Callable[[float], None]:
         """``decide_now(now)``: one policy decision over the pending requests and the processors' views
@@ -294,11 +302,15 @@ class Simulation:
         def decide_now(now: float) -> None:
             nonlocal pviews
             if stale:
+                changed = False
                 for p in stale:   # an idle processor's view is the one built ahead (most of them)
-                    pv[p.index] = p.view = p.idle_view if not p.running and not p.queue else \
-                        p.make_view(start, mcode, ema)
+                    p.view = v = p.idle_view if not p.running and not p.queue else p.make_view(start, mcode, ema)
+                    if v is not pv[p.index]:
+                        pv[p.index] = v
+                        changed = True
                 stale.clear()
-                pviews = tuple(pv)
+                if changed:   # else the same snapshot again (a processor idle again, as it was): no new tuple, and
+                    pviews = tuple(pv)   # a policy that caches by the tuple's identity keeps its cache
             for rid, name, reason in policy_decide(_new(SV, (tuple(pending.values()), pviews, est)), now):
                 try:
                     del pending[rid]
@@ -362,7 +374,8 @@ class Simulation:
         self._start_a = start = np.array(self._start)
         self._end_a = end = np.array(self._end)
         took = end - start
-        self._where = where = np.array([-1 if p is None else p.index for p in self._proc], np.int64)
+        index: dict[SimProcessor | None, int] = {None: -1, **{p: p.index for p in self.processors}}
+        self._where = where = np.array(list(map(index.__getitem__, self._proc)), np.int64)
         ran = where >= 0
         busy = np.bincount(where[ran], weights=took[ran], minlength=len(self.processors))
         runs = np.bincount(where[ran], minlength=len(self.processors))
