@@ -27,6 +27,7 @@ from edgert._stats import ModelStats
 from edgert._trace import TraceWriter
 from edgert._worker import Worker
 from edgert.errors import EdgeRTError, RequestDropped
+from scheduler.contract import OnBroken, broken, dropped_by, left_unplaced, misplaced
 from scheduler.estimator import LatencyEstimator
 from scheduler.types import Assignment, Policy, ProcessorView, SchedulerView
 
@@ -37,6 +38,9 @@ _new = tuple.__new__   # a NamedTuple from a ready tuple, without the keyword-ha
 #: test that logs here.
 bug_log = logging.getLogger("edgert.bug")
 
+#: A decision that breaks the driver contract drops the request it names (the simulator raises instead):
+#: the app keeps running and every request still ends once. See scheduler.contract.
+ON_BROKEN = OnBroken.DROP
 #: After a runtime fault, an accelerator is kept out of placement this long before it is tried again (ms).
 REPROBE_MS = 2_000.0
 #: Finished requests kept for ``records()`` / timelines.
@@ -126,17 +130,17 @@ class Dispatcher:
                 self._fail_locked(stranded, err, now, done)
             self._pending.clear()
             return
-        for a in decisions:
+        for a in decisions:   # each assignment as scheduler.contract says
             req = self._pending.pop(a.request_id, None)
-            if req is None:
+            if req is None:   # a broken decision: nothing to drop (ON_BROKEN)
                 continue
             if a.processor is None:
-                self._drop_locked(req, a.reason or f"dropped by scheduler {self.scheduler!r}", now, done)
+                self._drop_locked(req, a.reason or dropped_by(self.scheduler), now, done)
                 continue
             w = self._by_name.get(a.processor)
             if w is None or not self._can_run(w, req):
-                self._drop_locked(req, f"scheduler {self.scheduler!r} placed it on {a.processor!r}, "
-                                  "which cannot run it", now, done)
+                why = broken(misplaced(self.scheduler, a.processor, w is not None), ON_BROKEN)
+                self._drop_locked(req, why, now, done)
                 continue
             req.worker = w
             w.queue.append(req)
@@ -171,8 +175,7 @@ class Dispatcher:
             elif all(w.is_idle() for w in able):
                 unhealthy = [w.name for w in able if now < w.unhealthy_until_ms]
                 reason = (f"its processors {unhealthy} are unhealthy after a fault" if unhealthy else
-                          f"left unplaced by scheduler {self.scheduler!r} while every processor that "
-                          "could run it was idle")
+                          left_unplaced(self.scheduler))
             else:
                 continue
             del self._pending[req.id]

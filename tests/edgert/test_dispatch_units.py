@@ -221,3 +221,38 @@ def test_a_bug_while_running_fails_the_request_with_it_chained_and_logged(caplog
     assert rec.getMessage() == "cpu0 raised running 'm' (request 5)"
     assert rec.exc_info is not None and rec.exc_info[1] is res.error.__cause__
     assert w.running == [] and d._inflight == 0
+
+
+# -- the driver contract's outcomes, live (scheduler.contract) --
+
+class PlacesOn:
+    """Test double policy: every pending request on ``processor`` (or dropped without a reason when None)."""
+
+    name = "places_on"
+
+    def __init__(self, processor: str | None) -> None:
+        self.processor = processor
+
+    def decide(self, view, now_ms):   # noqa: ANN001
+        from scheduler.types import Assignment
+
+        return [Assignment(r.id, self.processor) for r in view.pending] + [Assignment(999, "gpu")]   # 999: not pending
+
+
+@pytest.mark.parametrize(("processor", "reason"), [
+    ("npu", "scheduler 'places_on' placed it on 'npu', which does not exist"),
+    ("cpu0", "scheduler 'places_on' placed it on 'cpu0', which cannot run it"),
+    (None, "dropped by scheduler 'places_on'"),
+])
+def test_a_misplaced_or_reasonless_drop_ends_dropped_in_the_contracts_words(processor, reason) -> None:   # noqa: ANN001
+    d = Dispatcher(PlacesOn(processor), LatencyEstimator(seed={"m": {"gpu": 4.0}}))
+    d._workers = [Worker("gpu", "gpu", [], d._lock), Worker("cpu0", "cpu", [], d._lock)]
+    d._by_name = {w.name: w for w in d._workers}
+    d._stats["m"] = ModelStats()
+    req = _request(0, "m")
+    d._pending[0] = req
+    d._inflight = 1
+    done: list = []
+    with d._lock:
+        d._schedule_locked(1.0, done)
+    assert [(r.status, str(r.error)) for _, r in done] == [("dropped", f"request for model 'm' was dropped: {reason}")]
