@@ -183,13 +183,27 @@ class Runtime(Dispatcher):
         return Model(self, lm)
 
     @contextmanager
-    def frame(self, deadline_ms: float) -> Iterator[Frame]:
-        """Requests issued inside share one absolute deadline: now + ``deadline_ms``."""
-        if not deadline_ms > 0:
-            raise ConfigError(f"frame deadline_ms must be > 0, got {deadline_ms}")
+    def frame(self, budget_ms: float | None = None, *, deadline_ms: float | None = None) -> Iterator[Frame]:
+        """Requests issued inside share one absolute deadline: now + the frame's budget (ms).
+
+        ``budget_ms`` is a time span from now; every other ``deadline_ms`` of edgert (``Result``,
+        ``Frame``, ``RequestView``) is an absolute time on the runtime clock. ``deadline_ms=`` is the
+        name DESIGN.md gives this argument, kept: ``rt.frame(deadline_ms=33.3)`` is the same budget
+        as ``rt.frame(33.3)`` or ``rt.frame(budget_ms=33.3)``; give one of them.
+
+        Raises:
+            ConfigError: neither or both given, or a budget that is not a number of ms > 0.
+        """
+        if (budget_ms is None) == (deadline_ms is None):
+            raise ConfigError("rt.frame() takes one budget in ms: rt.frame(33.3), rt.frame(budget_ms=33.3) or "
+                              f"rt.frame(deadline_ms=33.3); got budget_ms={budget_ms!r}, deadline_ms={deadline_ms!r}")
+        name, budget = ("budget_ms", budget_ms) if deadline_ms is None else ("deadline_ms", deadline_ms)
+        assert budget is not None   # (one of the two, checked above)
+        if not budget > 0:
+            raise ConfigError(f"frame {name} must be > 0, got {budget}")
         now = self.now_ms()
         with self._lock:
-            f = Frame(self._next_frame, now, now + deadline_ms)
+            f = Frame(self._next_frame, now, now + budget)
             self._next_frame += 1
             self._frames[f.index] = f
             self._frames.pop(f.index - 4096, None)
