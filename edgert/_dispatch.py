@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from edgert._result import DROPPED, FAILED, LATE, OK, Request, Result, completed, outputs_dict
+from edgert._result import DROPPED, FAILED, LATE, OK, Result, completed, outputs_dict
 from edgert._stats import ModelStats
 from edgert._trace import TraceWriter
-from edgert._worker import Worker
+from edgert._worker import Request, Worker
 from edgert.errors import EdgeRTError, RequestDropped
 from scheduler.contract import OnBroken, broken, dropped_by, left_unplaced, misplaced
 from scheduler.estimator import LatencyEstimator

@@ -38,10 +38,10 @@ from edgert._loader import (
 )
 from edgert._model import LoadedModel, Model, artifacts_of
 from edgert._power import PowerCounters, power_counters
-from edgert._result import Request, Result
+from edgert._result import Result
 from edgert._stats import ModelStats
 from edgert._trace import TraceWriter
-from edgert._worker import Worker, make_workers
+from edgert._worker import Request, Worker, make_workers
 from edgert.errors import (
     ConfigError,
     EdgeRTError,

@@ -16,9 +16,8 @@ import pytest
 import edgert
 from edgert._dispatch import REPROBE_MS, Dispatcher
 from edgert._model import LoadedModel
-from edgert._result import Request
 from edgert._stats import ModelStats
-from edgert._worker import Worker
+from edgert._worker import Request, Worker
 from scheduler.estimator import LatencyEstimator
 from scheduler.types import ProcessorView, RequestView
 
