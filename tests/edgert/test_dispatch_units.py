@@ -138,11 +138,9 @@ def test_a_request_with_a_busy_processor_waits_and_the_next_is_still_looked_at()
 
 
 def test_the_fastest_time_for_a_model_nothing_has_estimated_is_zero() -> None:
-    from edgert._runtime import Runtime
-
     d = _dispatcher({"m": {"gpu": 4.0, "cpu0": 9.0}}, ("gpu", "gpu", 1), ("cpu0", "cpu", 1))
-    assert Runtime._fastest_ms(d, "m") == 4.0   # type: ignore[arg-type]  # (its workers and estimator)
-    assert Runtime._fastest_ms(d, "x") == 0.0   # type: ignore[arg-type]
+    assert d._fastest_ms("m") == 4.0
+    assert d._fastest_ms("x") == 0.0
 
 
 # -- a fault on an accelerator --
