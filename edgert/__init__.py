@@ -28,6 +28,12 @@ from edgert import errors, models
 
 __version__ = "0.1.0"
 
+# The public classes print as what users import (``edgert.Runtime``, not ``edgert._runtime.Runtime``), as
+# the error classes do (edgert/errors.py); pickling finds them here too.
+for _cls in (Frame, Model, Result, Runtime):
+    _cls.__module__ = "edgert"
+del _cls
+
 __all__ = [
     "ConfigError", "DelegateUnavailable", "EdgeRTError", "Frame", "InferenceError", "InputError",
     "Model", "ModelLoadError", "OffloadError", "RequestDropped", "Result", "Runtime", "TraceError",

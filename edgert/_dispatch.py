@@ -1,13 +1,14 @@
 """The dispatch core of the live runtime: the policy's decisions applied to the workers.
 
-:class:`Dispatcher` runs requests once they exist: it builds the policy's
-snapshot under the lock (``_schedule_locked``), hands work to the workers'
-threads or the caller's, runs a request (``_run``), folds its latency into the
-estimator, re-places it after an accelerator fault, and ends every request with
-exactly one terminal status. It owns the state it works on — declared below and
-set by its own ``__init__`` — and the clock (:meth:`Dispatcher.now_ms`).
-:class:`edgert.Runtime` extends it with what creates requests: loading models,
-``submit``, frames, stats and closing.
+:class:`Dispatcher` owns a request from admission to resolution. A request's walk, in one
+direction: ``Model.__call__`` / ``submit`` -> :meth:`Dispatcher._call` / ``_submit`` (admitted:
+``_new_locked``) -> the policy (``_schedule_locked``, its decision applied as
+:mod:`scheduler.contract` says) -> a worker's queue, run on the caller's thread or the worker's
+(``_run``) -> the delegate (``Worker.execute``) -> back here (its latency into the estimator,
+re-placed after an accelerator fault, or ended with exactly one terminal status:
+``_complete_locked``, ``_resolve``) -> the model's caller. It owns the state it works on —
+declared below and set by its own ``__init__`` — and the clock (:meth:`Dispatcher.now_ms`).
+:class:`edgert.Runtime` extends it with the public API and model loading.
 """
 
 from __future__ import annotations
@@ -18,17 +19,24 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgert._result import DROPPED, FAILED, LATE, OK, Request, Result, completed, outputs_dict
+from edgert import _validate
+from edgert._frame import Frame, current_frame
+from edgert._result import DROPPED, FAILED, LATE, OK, Result, completed, outputs_dict
 from edgert._stats import ModelStats
 from edgert._trace import TraceWriter
-from edgert._worker import Worker
-from edgert.errors import EdgeRTError, RequestDropped
+from edgert._worker import Request, Worker
+from edgert.errors import ConfigError, EdgeRTError, RequestDropped, did_you_mean
+from scheduler.contract import OnBroken, broken, dropped_by, left_unplaced, misplaced
 from scheduler.estimator import LatencyEstimator
-from scheduler.types import Assignment, Policy, ProcessorView, SchedulerView
+from scheduler.types import Assignment, Policy, ProcessorView, RequestView, SchedulerView
+
+if TYPE_CHECKING:
+    from edgert._model import LoadedModel
 
 _new = tuple.__new__   # a NamedTuple from a ready tuple, without the keyword-handling constructor
 
@@ -37,6 +45,13 @@ _new = tuple.__new__   # a NamedTuple from a ready tuple, without the keyword-ha
 #: test that logs here.
 bug_log = logging.getLogger("edgert.bug")
 
+#: A decision that breaks the driver contract drops the request it names (the simulator raises instead):
+#: the app keeps running and every request still ends once. See scheduler.contract.
+ON_BROKEN = OnBroken.DROP
+#: The most a ``submit`` that woke an idle worker waits for that worker to start its request (ms), and
+#: the naps it takes meanwhile (s): each releases the GIL and the core; see ``Runtime._submit``.
+HANDOFF_WAIT_MS = 1.0
+HANDOFF_NAP_S = 1e-5
 #: After a runtime fault, an accelerator is kept out of placement this long before it is tried again (ms).
 REPROBE_MS = 2_000.0
 #: Finished requests kept for ``records()`` / timelines.
@@ -65,6 +80,11 @@ class Dispatcher:
     _inflight: int                         #: requests submitted and not yet terminal
     _stopping: bool                        #: workers exit when their queue is empty
     _trace: TraceWriter | None             #: every request's line, given its outcome when it ends
+    _models: dict[str, LoadedModel]        #: model name -> model (Runtime.load adds them)
+    _then_ok: set[str]                     #: models whose then= names were all found loaded
+    _frames: dict[int, Frame]              #: frame index -> frame, the most recent 4096 (cascade stages find theirs)
+    _next_id: int                          #: the next request's id
+    _closing: bool                         #: close() began: new requests are refused, cascade stages still run
 
     def __init__(self, policy: Policy, estimator: LatencyEstimator) -> None:
         self._lock = threading.Lock()
@@ -81,6 +101,11 @@ class Dispatcher:
         self._inflight = 0
         self._stopping = False
         self._trace = None
+        self._models = {}
+        self._then_ok = set()
+        self._frames = {}
+        self._next_id = 0
+        self._closing = False
 
     def now_ms(self) -> float:
         """The runtime clock: ms since the runtime started (monotonic)."""
@@ -100,6 +125,116 @@ class Dispatcher:
                 t = threading.Thread(target=self._loop, args=(w,), name=f"edgert-{w.name}-{i}", daemon=True)
                 w.threads.append(t)
                 t.start()
+
+    # -- admission (hot path): a request from its call to its placement -------------------
+    def _check_then(self, m: LoadedModel) -> None:
+        """At a model's first request, every name in its ``then=`` must be a loaded model."""
+        for n in m.then:
+            if n not in self._models:
+                err = did_you_mean("model", n, self._models)
+                raise ConfigError(f"then= of model {m.name!r}: {err} (load it before submitting)")
+        self._then_ok.add(m.name)
+
+    def _call(self, m: LoadedModel, inputs: Any) -> Result:
+        feeds = m.feeds(inputs)
+        if m.name not in self._then_ok:
+            self._check_then(m)
+        done: list[tuple[Request, Result]] = []
+        wake: list[Worker] = []
+        with self._lock:
+            now = self.now_ms()
+            req = self._new_locked(m, feeds, None, now)
+            self._schedule_locked(now, done, wake)
+            w = req.worker
+            inline = (w is not None and w.inline_ok and w.queue and w.queue[0] is req
+                      and w.has_free_slot())
+            if inline:
+                assert w is not None
+                w.queue.popleft()
+                w.running.append(req)
+                req.start_ms = now
+            elif req.result is None:
+                req.future = Future()
+            for v in wake:
+                if v.queue:
+                    v.cond.notify()
+        if done:
+            self._resolve(done)
+        if inline:
+            self._run(w, req)  # type: ignore[arg-type]
+        return req.result if req.result is not None else req.future.result()  # type: ignore[union-attr]
+
+    def _submit(self, m: LoadedModel, feeds: list[np.ndarray], after: Any) -> Future[Result]:
+        parent = _validate.after(after)
+        if m.name not in self._then_ok:
+            self._check_then(m)
+        done: list[tuple[Request, Result]] = []
+        with self._lock:
+            now = self.now_ms()
+            req = self._new_locked(m, feeds, parent, now)
+            fut = req.future = Future()
+            if self._stopping:   # a cascade stage submitted by a callback while closing: dropped, not raised
+                del self._pending[req.id]
+                self._drop_locked(req, "the runtime closed before it ran", now, done)
+            else:
+                self._schedule_locked(now, done)
+            w = req.worker   # handed to a thread waiting for work (not this worker's own next stage)?
+            handed = bool(w is not None and w.queue and w.queue[0] is req and w.has_free_slot()
+                          and threading.current_thread() not in w.threads)
+        if done:
+            self._resolve(done)
+        if handed:
+            # Hand the GIL to the woken worker until it has started: the caller usually goes on running
+            # Python (the next submit, its own frame work), and the worker would otherwise wait for the
+            # caller to block or for CPython's switch interval (5 ms), its processor idle with work
+            # queued (benchmarks/handoff.py). Typically ~0.1 ms; a worker slow to get a core costs the
+            # caller at most HANDOFF_WAIT_MS.
+            give_up = time.perf_counter() + HANDOFF_WAIT_MS / 1000.0
+            time.sleep(0)
+            while req.start_ms != req.start_ms and time.perf_counter() < give_up:   # NaN: not started
+                time.sleep(HANDOFF_NAP_S)   # a real nap: the worker may need this core, not only the GIL
+        return fut
+
+    def _new_locked(self, m: LoadedModel, feeds: list[np.ndarray], parent: Result | None,
+                    now: float) -> Request:
+        if self._closing and parent is None:
+            # while draining, cascade stages of in-flight frames are still accepted; once stopped,
+            # _submit drops them (a completion callback must not raise into concurrent.futures)
+            raise EdgeRTError("the runtime is closed; create a new edgert.Runtime")
+        rid = self._next_id
+        self._next_id += 1
+        f = current_frame.get()
+        after_key = None
+        if f is None and parent is not None:
+            f = self._frames.get(parent.frame)
+            after_key = parent.key
+        elif parent is not None:
+            after_key = parent.key
+        stream = m.name
+        if f is not None:
+            deadline, key, t_trace, stream = f.deadline_ms, f.key(m.name), f.t_ms, f.stream(m.name)
+        else:
+            if parent is not None:
+                deadline = parent.deadline_ms
+                t_trace = parent.arrival_ms
+            else:
+                deadline = now + m.slo_ms if m.slo_ms is not None else math.inf
+                t_trace = now
+            key = f"r{rid}/{m.name}"
+        downstream = sum(self._fastest_ms(n) for n in m.then) if m.then else 0.0
+        view = RequestView(rid, m.name, now, deadline, stream, f.index if f is not None else -1,
+                           downstream, m.allowed)
+        req = Request(rid, m, feeds, now, deadline, view, key, t_trace, f.index if f is not None else -1)
+        self._pending[rid] = req
+        self._inflight += 1
+        if self._trace is not None:
+            self._trace.request(t_trace, m.name, deadline, key, after_key)
+        return req
+
+    def _fastest_ms(self, model: str) -> float:
+        exp = self.estimator.expected_ms
+        vals = [v for w in self._workers if (v := exp(model, w.name)) is not None]
+        return min(vals) if vals else 0.0
 
     # -- scheduling ------------------------------------------------------------------------
     def _schedule_locked(self, now: float, done: list[tuple[Request, Result]],
@@ -126,17 +261,17 @@ class Dispatcher:
                 self._fail_locked(stranded, err, now, done)
             self._pending.clear()
             return
-        for a in decisions:
+        for a in decisions:   # each assignment as scheduler.contract says
             req = self._pending.pop(a.request_id, None)
-            if req is None:
+            if req is None:   # a broken decision: nothing to drop (ON_BROKEN)
                 continue
             if a.processor is None:
-                self._drop_locked(req, a.reason or f"dropped by scheduler {self.scheduler!r}", now, done)
+                self._drop_locked(req, a.reason or dropped_by(self.scheduler), now, done)
                 continue
             w = self._by_name.get(a.processor)
             if w is None or not self._can_run(w, req):
-                self._drop_locked(req, f"scheduler {self.scheduler!r} placed it on {a.processor!r}, "
-                                  "which cannot run it", now, done)
+                why = broken(misplaced(self.scheduler, a.processor, w is not None), ON_BROKEN)
+                self._drop_locked(req, why, now, done)
                 continue
             req.worker = w
             w.queue.append(req)
@@ -171,8 +306,7 @@ class Dispatcher:
             elif all(w.is_idle() for w in able):
                 unhealthy = [w.name for w in able if now < w.unhealthy_until_ms]
                 reason = (f"its processors {unhealthy} are unhealthy after a fault" if unhealthy else
-                          f"left unplaced by scheduler {self.scheduler!r} while every processor that "
-                          "could run it was idle")
+                          left_unplaced(self.scheduler))
             else:
                 continue
             del self._pending[req.id]

@@ -24,7 +24,7 @@ from edgert.errors import (
 )
 
 if TYPE_CHECKING:
-    from edgert._runtime import Runtime
+    from edgert._dispatch import Dispatcher
 
 _SUFFIX_FORMATS = {".tflite": "tflite", ".onnx": "onnx"}
 
@@ -172,8 +172,8 @@ class Model:
 
     __slots__ = ("_rt", "_m")
 
-    def __init__(self, runtime: Runtime, loaded: LoadedModel) -> None:
-        self._rt = runtime
+    def __init__(self, dispatcher: Dispatcher, loaded: LoadedModel) -> None:
+        self._rt = dispatcher   # (the Runtime: a request's walk starts at its dispatcher)
         self._m = loaded
 
     @property
@@ -208,7 +208,7 @@ class Model:
         and is recorded in the trace as waiting for it.
 
         When it wakes an idle worker, it returns once that worker has started the request
-        (typically ~0.1 ms, at most ``edgert._runtime.HANDOFF_WAIT_MS``), napping meanwhile so
+        (typically ~0.1 ms, at most ``edgert._dispatch.HANDOFF_WAIT_MS``), napping meanwhile so
         the worker gets the GIL; otherwise the worker could wait up to CPython's 5 ms switch
         interval while this thread runs Python. ``infer_async`` pauses its event loop as long.
 

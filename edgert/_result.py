@@ -1,20 +1,14 @@
-"""The public result of one request, and the internal request it comes from."""
+"""The public result of one request (the request in flight is ``edgert._worker.Request``)."""
 
 from __future__ import annotations
 
 import math
-from concurrent.futures import Future
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from edgert.errors import EdgeRTError
-from scheduler.types import RequestView
-
-if TYPE_CHECKING:
-    from edgert._model import LoadedModel
-    from edgert._worker import Worker
 
 #: Terminal statuses: every request ends with exactly one.
 OK, LATE, DROPPED, FAILED = "ok", "late", "dropped", "failed"
@@ -102,35 +96,6 @@ def completed(outputs: dict[str, np.ndarray], status: str, processor: str, deleg
     _key(r, key)
     _precision(r, _PRECISION.get(delegate, ""))
     return r
-
-
-class Request:
-    """One request in flight (internal). Mutated only under the runtime lock."""
-
-    __slots__ = ("id", "model", "feeds", "arrival_ms", "deadline_ms", "view", "future",
-                 "worker", "start_ms", "trace_id", "trace_t_ms", "attempts", "frame", "result")
-
-    def __init__(self, rid: int, model: LoadedModel, feeds: list[np.ndarray], arrival_ms: float,
-                 deadline_ms: float, view: RequestView, trace_id: str, trace_t_ms: float,
-                 frame: int = -1) -> None:
-        self.id = rid
-        self.model = model
-        self.feeds = feeds
-        self.arrival_ms = arrival_ms
-        self.deadline_ms = deadline_ms
-        self.view = view
-        #: Created only when someone waits (submit, or a sync call that did not run inline).
-        self.future: Future[Result] | None = None
-        self.result: Result | None = None
-        self.worker: Worker | None = None
-        self.start_ms = math.nan
-        self.trace_id = trace_id
-        self.trace_t_ms = trace_t_ms
-        self.attempts = 0
-        self.frame = frame
-
-    def __repr__(self) -> str:  # pragma: no cover - debugging aid
-        return f"<Request {self.id} {self.model.name} deadline={self.deadline_ms:.1f}ms>"
 
 
 def outputs_dict(names: tuple[str, ...], arrays: list[Any]) -> dict[str, np.ndarray]:

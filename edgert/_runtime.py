@@ -1,4 +1,6 @@
-"""The live runtime: one worker per processor, one policy deciding who runs what.
+"""The live runtime's public API and model loading: one worker per processor, one policy deciding who runs what.
+
+A request's walk is the dispatcher's (:mod:`edgert._dispatch`), from admission to resolution.
 
 Request lifecycle (every request ends with exactly one terminal status)::
 
@@ -16,16 +18,11 @@ caller's own thread, skipping two thread hand-offs.
 
 from __future__ import annotations
 
-import math
-import threading
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from edgert import _validate
 from edgert._dispatch import Dispatcher
@@ -39,28 +36,16 @@ from edgert._loader import (
 )
 from edgert._model import LoadedModel, Model, artifacts_of
 from edgert._power import PowerCounters, power_counters
-from edgert._result import Request, Result
+from edgert._result import Result
 from edgert._stats import ModelStats
 from edgert._trace import TraceWriter
-from edgert._worker import Worker, make_workers
-from edgert.errors import (
-    ConfigError,
-    EdgeRTError,
-    did_you_mean,
-)
+from edgert._worker import Request, make_workers
+from edgert.errors import ConfigError, EdgeRTError
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import DeviceProfile
 from scheduler.registry import make_policy
 from scheduler.timeline import RequestRecord, write_chrome_trace
-from scheduler.types import (
-    Policy,
-    RequestView,
-)
-
-#: The most a ``submit`` that woke an idle worker waits for that worker to start its request (ms), and
-#: the naps it takes meanwhile (s): each releases the GIL and the core; see ``Runtime._submit``.
-HANDOFF_WAIT_MS = 1.0
-HANDOFF_NAP_S = 1e-5
+from scheduler.types import Policy
 
 
 class Runtime(Dispatcher):
@@ -98,12 +83,7 @@ class Runtime(Dispatcher):
         super().__init__(policy, LatencyEstimator(alpha))
         self._warmup_runs = warmup_runs
         self._profile = _profile_of(profile)
-        self._then_ok: set[str] = set()   # models whose then= names were all found loaded
-        self._models: dict[str, LoadedModel] = {}
-        self._frames: dict[int, Frame] = {}
-        self._next_id = 0
         self._next_frame = 0
-        self._closing = False
         self._trace = TraceWriter(trace) if trace is not None else None
         self._delegates = resolve_delegates(delegates)
         workers = make_workers(self._delegates, cpu_workers, self._lock)
@@ -191,13 +171,27 @@ class Runtime(Dispatcher):
         return Model(self, lm)
 
     @contextmanager
-    def frame(self, deadline_ms: float) -> Iterator[Frame]:
-        """Requests issued inside share one absolute deadline: now + ``deadline_ms``."""
-        if not deadline_ms > 0:
-            raise ConfigError(f"frame deadline_ms must be > 0, got {deadline_ms}")
+    def frame(self, budget_ms: float | None = None, *, deadline_ms: float | None = None) -> Iterator[Frame]:
+        """Requests issued inside share one absolute deadline: now + the frame's budget (ms).
+
+        ``budget_ms`` is a time span from now; every other ``deadline_ms`` of edgert (``Result``,
+        ``Frame``, ``RequestView``) is an absolute time on the runtime clock. ``deadline_ms=`` is the
+        name DESIGN.md gives this argument, kept: ``rt.frame(deadline_ms=33.3)`` is the same budget
+        as ``rt.frame(33.3)`` or ``rt.frame(budget_ms=33.3)``; give one of them.
+
+        Raises:
+            ConfigError: neither or both given, or a budget that is not a number of ms > 0.
+        """
+        if (budget_ms is None) == (deadline_ms is None):
+            raise ConfigError("rt.frame() takes one budget in ms: rt.frame(33.3), rt.frame(budget_ms=33.3) or "
+                              f"rt.frame(deadline_ms=33.3); got budget_ms={budget_ms!r}, deadline_ms={deadline_ms!r}")
+        name, budget = ("budget_ms", budget_ms) if deadline_ms is None else ("deadline_ms", deadline_ms)
+        assert budget is not None   # (one of the two, checked above)
+        if not budget > 0:
+            raise ConfigError(f"frame {name} must be > 0, got {budget}")
         now = self.now_ms()
         with self._lock:
-            f = Frame(self._next_frame, now, now + deadline_ms)
+            f = Frame(self._next_frame, now, now + budget)
             self._next_frame += 1
             self._frames[f.index] = f
             self._frames.pop(f.index - 4096, None)
@@ -263,116 +257,6 @@ class Runtime(Dispatcher):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- submission (hot path) ---------------------------------------------------------
-    def _check_then(self, m: LoadedModel) -> None:
-        """At a model's first request, every name in its ``then=`` must be a loaded model."""
-        for n in m.then:
-            if n not in self._models:
-                err = did_you_mean("model", n, self._models)
-                raise ConfigError(f"then= of model {m.name!r}: {err} (load it before submitting)")
-        self._then_ok.add(m.name)
-
-    def _call(self, m: LoadedModel, inputs: Any) -> Result:
-        feeds = m.feeds(inputs)
-        if m.name not in self._then_ok:
-            self._check_then(m)
-        done: list[tuple[Request, Result]] = []
-        wake: list[Worker] = []
-        with self._lock:
-            now = self.now_ms()
-            req = self._new_locked(m, feeds, None, now)
-            self._schedule_locked(now, done, wake)
-            w = req.worker
-            inline = (w is not None and w.inline_ok and w.queue and w.queue[0] is req
-                      and w.has_free_slot())
-            if inline:
-                assert w is not None
-                w.queue.popleft()
-                w.running.append(req)
-                req.start_ms = now
-            elif req.result is None:
-                req.future = Future()
-            for v in wake:
-                if v.queue:
-                    v.cond.notify()
-        if done:
-            self._resolve(done)
-        if inline:
-            self._run(w, req)  # type: ignore[arg-type]
-        return req.result if req.result is not None else req.future.result()  # type: ignore[union-attr]
-
-    def _submit(self, m: LoadedModel, feeds: list[np.ndarray], after: Any) -> Future[Result]:
-        parent = _validate.after(after)
-        if m.name not in self._then_ok:
-            self._check_then(m)
-        done: list[tuple[Request, Result]] = []
-        with self._lock:
-            now = self.now_ms()
-            req = self._new_locked(m, feeds, parent, now)
-            fut = req.future = Future()
-            if self._stopping:   # a cascade stage submitted by a callback while closing: dropped, not raised
-                del self._pending[req.id]
-                self._drop_locked(req, "the runtime closed before it ran", now, done)
-            else:
-                self._schedule_locked(now, done)
-            w = req.worker   # handed to a thread waiting for work (not this worker's own next stage)?
-            handed = bool(w is not None and w.queue and w.queue[0] is req and w.has_free_slot()
-                          and threading.current_thread() not in w.threads)
-        if done:
-            self._resolve(done)
-        if handed:
-            # Hand the GIL to the woken worker until it has started: the caller usually goes on running
-            # Python (the next submit, its own frame work), and the worker would otherwise wait for the
-            # caller to block or for CPython's switch interval (5 ms), its processor idle with work
-            # queued (benchmarks/handoff.py). Typically ~0.1 ms; a worker slow to get a core costs the
-            # caller at most HANDOFF_WAIT_MS.
-            give_up = time.perf_counter() + HANDOFF_WAIT_MS / 1000.0
-            time.sleep(0)
-            while req.start_ms != req.start_ms and time.perf_counter() < give_up:   # NaN: not started
-                time.sleep(HANDOFF_NAP_S)   # a real nap: the worker may need this core, not only the GIL
-        return fut
-
-    def _new_locked(self, m: LoadedModel, feeds: list[np.ndarray], parent: Result | None,
-                    now: float) -> Request:
-        if self._closing and parent is None:
-            # while draining, cascade stages of in-flight frames are still accepted; once stopped,
-            # _submit drops them (a completion callback must not raise into concurrent.futures)
-            raise EdgeRTError("the runtime is closed; create a new edgert.Runtime")
-        rid = self._next_id
-        self._next_id += 1
-        f = current_frame.get()
-        after_key = None
-        if f is None and parent is not None:
-            f = self._frames.get(parent.frame)
-            after_key = parent.key
-        elif parent is not None:
-            after_key = parent.key
-        stream = m.name
-        if f is not None:
-            deadline, key, t_trace, stream = f.deadline_ms, f.key(m.name), f.t_ms, f.stream(m.name)
-        else:
-            if parent is not None:
-                deadline = parent.deadline_ms
-                t_trace = parent.arrival_ms
-            else:
-                deadline = now + m.slo_ms if m.slo_ms is not None else math.inf
-                t_trace = now
-            key = f"r{rid}/{m.name}"
-        downstream = sum(self._fastest_ms(n) for n in m.then) if m.then else 0.0
-        view = RequestView(rid, m.name, now, deadline, stream, f.index if f is not None else -1,
-                           downstream, m.allowed)
-        req = Request(rid, m, feeds, now, deadline, view, key, t_trace, f.index if f is not None else -1)
-        self._pending[rid] = req
-        self._inflight += 1
-        if self._trace is not None:
-            self._trace.request(t_trace, m.name, deadline, key, after_key)
-        return req
-
-    def _fastest_ms(self, model: str) -> float:
-        exp = self.estimator.expected_ms
-        vals = [v for w in self._workers if (v := exp(model, w.name)) is not None]
-        return min(vals) if vals else 0.0
 
 
 def _profile_of(profile: str | Path | DeviceProfile | None) -> DeviceProfile | None:

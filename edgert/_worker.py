@@ -1,4 +1,4 @@
-"""Workers: one per processor, each running its queue one invocation at a time.
+"""Workers: one per processor, each running its queue one invocation at a time; the requests they queue.
 
 A worker owns the sessions of every model on its processor (single-threaded,
 opened at load time) and the queue the policy assigns to. All its mutable
@@ -13,17 +13,48 @@ import math
 import os
 import threading
 from collections import deque
+from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from delegates.base import Delegate, Session
 from edgert.errors import ConfigError
-from scheduler.types import ProcessorView
+from scheduler.types import ProcessorView, RequestView
 
 if TYPE_CHECKING:
     from edgert._model import LoadedModel
-    from edgert._result import Request
+    from edgert._result import Result
+
+
+class Request:
+    """One request in flight (internal): owned by the dispatcher from admission to resolution, held by its
+    ``pending`` map until placed, then by a worker's queue. Mutated only under the runtime lock."""
+
+    __slots__ = ("id", "model", "feeds", "arrival_ms", "deadline_ms", "view", "future",
+                 "worker", "start_ms", "trace_id", "trace_t_ms", "attempts", "frame", "result")
+
+    def __init__(self, rid: int, model: LoadedModel, feeds: list[np.ndarray], arrival_ms: float,
+                 deadline_ms: float, view: RequestView, trace_id: str, trace_t_ms: float,
+                 frame: int = -1) -> None:
+        self.id = rid
+        self.model = model
+        self.feeds = feeds
+        self.arrival_ms = arrival_ms
+        self.deadline_ms = deadline_ms
+        self.view = view
+        #: Created only when someone waits (submit, or a sync call that did not run inline).
+        self.future: Future[Result] | None = None
+        self.result: Result | None = None
+        self.worker: Worker | None = None
+        self.start_ms = math.nan
+        self.trace_id = trace_id
+        self.trace_t_ms = trace_t_ms
+        self.attempts = 0
+        self.frame = frame
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"<Request {self.id} {self.model.name} deadline={self.deadline_ms:.1f}ms>"
 
 
 class Worker:

@@ -6,7 +6,8 @@ runtime or the simulator) builds a frozen :class:`SchedulerView`, passes
 are milliseconds on the driver's clock (monotonic live, virtual simulated);
 deadlines are absolute on that clock.
 
-Driver contract, the same in both drivers:
+Driver contract, the same in both drivers (:mod:`scheduler.contract` holds what each outcome means,
+its words, and the one switch where the drivers differ):
 
 * ``decide`` is called whenever a request arrives (or becomes ready, for a
   cascade stage) and whenever a processor finishes one.

@@ -46,7 +46,7 @@ from edgert._worker import Worker
 
 if TYPE_CHECKING:
     from edgert._model import LoadedModel
-    from edgert._result import Request
+    from edgert._worker import Request
     from edgert._runtime import Runtime
 
 #: A cloud estimate no round trip has refreshed for this long (s) is stale: see ``CloudWorker``.

@@ -19,7 +19,8 @@ traces), :mod:`~scheduler.sim.driver` (the event loop and policy driver),
 (``run_simulation``).
 """
 
-from scheduler.sim.driver import LEFT_UNPLACED, Simulation, left_unplaced
+from scheduler.contract import LEFT_UNPLACED, left_unplaced
+from scheduler.sim.driver import Simulation
 from scheduler.sim.metrics import realtime_score
 from scheduler.sim.profiles import load_profile, profile_names
 from scheduler.sim.run import DEFAULT_DURATION_S, SimConfig, SimResult, run_simulation

@@ -18,6 +18,9 @@ The contract (``scheduler/types.py``), as this driver implements it:
 * After applying a decision, a request still pending whose every candidate
   processor (supports its model, available) is idle is dropped with the
   live runtime's reason (:func:`left_unplaced`).
+* What each assignment means, and its wording, is :mod:`scheduler.contract`'s; a decision that
+  breaks the contract (an id not pending, a processor that cannot run the request) stops the run
+  (``ON_BROKEN = OnBroken.RAISE``: the live runtime drops instead; the contract says why).
 
 Event order: ``(time, priority, seq)``, in one loop (:meth:`Simulation._event_loop`;
 a handler call per event would cost more than the rest of a request's
@@ -54,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.contract import OnBroken, broken, dropped_by, left_unplaced, misplaced, not_pending
 from scheduler.errors import EdgeRTError, TraceError
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import DeviceProfile
@@ -65,9 +69,8 @@ from scheduler.sim.metrics import Outcome
 from scheduler.sim.processor import SimProcessor
 from scheduler.types import Policy, ProcessorView, RequestView, SchedulerView
 
-#: The drop reason for a request a decision left pending while every processor that could run it was
-#: idle; the live runtime's wording (``edgert/runtime.py``), formatted by :func:`left_unplaced`.
-LEFT_UNPLACED = "left unplaced by scheduler {name!r} while every processor that could run it was idle"
+#: A broken decision stops a simulated run (the live runtime drops the request instead): see scheduler.contract
+ON_BROKEN = OnBroken.RAISE
 
 _OK, _LATE, _DROPPED = 0, 1, 2   # codes into scheduler.timeline.STATUSES
 _NAN = math.nan
@@ -76,11 +79,6 @@ _new = tuple.__new__   # RequestView / SchedulerView built in C (see scheduler.s
 #: ``start_run(p, rid, p.lat[model code], now)`` starts request ``rid`` on processor ``p`` at ``now`` (ms);
 #: see :meth:`Simulation._start_step`
 StartStep = Callable[[SimProcessor, int, tuple[float, float, list[float]], float], None]
-
-
-def left_unplaced(policy_name: str) -> str:
-    """The "left unplaced" drop reason for policy ``policy_name``, worded as the live runtime words it."""
-    return LEFT_UNPLACED.format(name=policy_name)
 
 
 def _firing_children(wl: Workload) -> list[list[int] | None]:
@@ -282,7 +280,15 @@ class Simulation:
             p.running.append(rid)
             seq += 1
             push(heap, (s + ms, seq, rid))
-        return start_run
+
+        def start_cool(p: SimProcessor, rid: int, lat: tuple[float, float, list[float]], now: float) -> None:
+            nonlocal seq   # start_run without the heat hook (no thermal model): the same step, one test fewer
+            start[rid] = s = now + hand[rid]
+            proc[rid] = p
+            p.running.append(rid)
+            seq += 1
+            push(heap, (s + (lat[0] * lat[2][rid] + lat[1]), seq, rid))
+        return start_run if heated is not None else start_cool
 
     def _decision_step(self, start_run: StartStep) -> Callable[[float], None]:
         """``decide_now(now)``: one policy decision over the pending requests and the processors' views
@@ -294,33 +300,38 @@ class Simulation:
         procs = self.processors
         pv: list[ProcessorView] = [p.idle_view for p in procs]   # the views, rebuilt where stale
         pviews = tuple(pv)
-        unplaced, dropped_by = left_unplaced(self.policy_name), f"dropped by scheduler {self.policy_name!r}"
+        unplaced, no_reason = left_unplaced(self.policy_name), dropped_by(self.policy_name)
         SV = SchedulerView
 
         def decide_now(now: float) -> None:
             nonlocal pviews
             if stale:
+                changed = False
                 for p in stale:   # an idle processor's view is the one built ahead (most of them)
-                    pv[p.index] = p.view = p.idle_view if not p.running and not p.queue else \
-                        p.make_view(start, mcode, ema)
+                    p.view = v = p.idle_view if not p.running and not p.queue else p.make_view(start, mcode, ema)
+                    if v is not pv[p.index]:
+                        pv[p.index] = v
+                        changed = True
                 stale.clear()
-                pviews = tuple(pv)
+                if changed:   # else the same snapshot again (a processor idle again, as it was): no new tuple, and
+                    pviews = tuple(pv)   # a policy that caches by the tuple's identity keeps its cache
             for rid, name, reason in policy_decide(_new(SV, (tuple(pending.values()), pviews, est)), now):
                 try:
                     del pending[rid]
                 except KeyError:
-                    raise EdgeRTError(f"policy {self.policy_name!r} decided about request {rid}, which is not "
-                                      "pending (decide must only name view.pending ids)") from None
+                    broken(not_pending(self.policy_name, rid), ON_BROKEN)
+                    continue   # (only under a switch that drops: nothing to drop)
                 if name is None:
-                    drop(rid, reason or dropped_by, now)
+                    drop(rid, reason or no_reason, now)
                     continue
                 try:
                     p = by_name[name]
                     lat = p.lat[m := mcode[rid]]
                 except KeyError:
-                    raise self._misplaced(rid, name) from None
+                    lat = None
                 if lat is None:
-                    raise self._misplaced(rid, name)
+                    drop(rid, self._misplaced(rid, name), now)
+                    continue
                 if len(p.running) < p.slots and not p.queue:   # free: start it now
                     start_run(p, rid, lat, now)
                 else:
@@ -340,11 +351,12 @@ class Simulation:
                         drop(rid, unplaced, now)
         return decide_now
 
-    def _misplaced(self, rid: int, name: str) -> EdgeRTError:
-        """The error for a policy that placed request ``rid`` on ``name``, a processor that cannot run it."""
+    def _misplaced(self, rid: int, name: str) -> str:
+        """A placement of request ``rid`` on ``name``, a processor that cannot run it: raises under ``ON_BROKEN``
+        (else the drop reason)."""
         model = self.workload.models[int(self.workload.model[rid])]
-        return EdgeRTError(f"policy {self.policy_name!r} placed request {rid} (model {model!r}) on {name!r}, "
-                           "which " + ("cannot run it" if name in self.by_name else "does not exist"))
+        return broken(misplaced(self.policy_name, name, name in self.by_name, f"request {rid} (model {model!r})"),
+                      ON_BROKEN)
 
     def _drop(self, rid: int, reason: str, now: float) -> None:
         """Drop ``rid`` and, depth first in order, every cascade stage downstream of it.
@@ -368,7 +380,8 @@ class Simulation:
         self._start_a = start = np.array(self._start)
         self._end_a = end = np.array(self._end)
         took = end - start
-        self._where = where = np.array([-1 if p is None else p.index for p in self._proc], np.int64)
+        index: dict[SimProcessor | None, int] = {None: -1, **{p: p.index for p in self.processors}}
+        self._where = where = np.array(list(map(index.__getitem__, self._proc)), np.int64)
         ran = where >= 0
         busy = np.bincount(where[ran], weights=took[ran], minlength=len(self.processors))
         runs = np.bincount(where[ran], minlength=len(self.processors))

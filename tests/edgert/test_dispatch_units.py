@@ -16,9 +16,8 @@ import pytest
 import edgert
 from edgert._dispatch import REPROBE_MS, Dispatcher
 from edgert._model import LoadedModel
-from edgert._result import Request
 from edgert._stats import ModelStats
-from edgert._worker import Worker
+from edgert._worker import Request, Worker
 from scheduler.estimator import LatencyEstimator
 from scheduler.types import ProcessorView, RequestView
 
@@ -139,11 +138,9 @@ def test_a_request_with_a_busy_processor_waits_and_the_next_is_still_looked_at()
 
 
 def test_the_fastest_time_for_a_model_nothing_has_estimated_is_zero() -> None:
-    from edgert._runtime import Runtime
-
     d = _dispatcher({"m": {"gpu": 4.0, "cpu0": 9.0}}, ("gpu", "gpu", 1), ("cpu0", "cpu", 1))
-    assert Runtime._fastest_ms(d, "m") == 4.0   # type: ignore[arg-type]  # (its workers and estimator)
-    assert Runtime._fastest_ms(d, "x") == 0.0   # type: ignore[arg-type]
+    assert d._fastest_ms("m") == 4.0
+    assert d._fastest_ms("x") == 0.0
 
 
 # -- a fault on an accelerator --
@@ -221,3 +218,38 @@ def test_a_bug_while_running_fails_the_request_with_it_chained_and_logged(caplog
     assert rec.getMessage() == "cpu0 raised running 'm' (request 5)"
     assert rec.exc_info is not None and rec.exc_info[1] is res.error.__cause__
     assert w.running == [] and d._inflight == 0
+
+
+# -- the driver contract's outcomes, live (scheduler.contract) --
+
+class PlacesOn:
+    """Test double policy: every pending request on ``processor`` (or dropped without a reason when None)."""
+
+    name = "places_on"
+
+    def __init__(self, processor: str | None) -> None:
+        self.processor = processor
+
+    def decide(self, view, now_ms):   # noqa: ANN001
+        from scheduler.types import Assignment
+
+        return [Assignment(r.id, self.processor) for r in view.pending] + [Assignment(999, "gpu")]   # 999: not pending
+
+
+@pytest.mark.parametrize(("processor", "reason"), [
+    ("npu", "scheduler 'places_on' placed it on 'npu', which does not exist"),
+    ("cpu0", "scheduler 'places_on' placed it on 'cpu0', which cannot run it"),
+    (None, "dropped by scheduler 'places_on'"),
+])
+def test_a_misplaced_or_reasonless_drop_ends_dropped_in_the_contracts_words(processor, reason) -> None:   # noqa: ANN001
+    d = Dispatcher(PlacesOn(processor), LatencyEstimator(seed={"m": {"gpu": 4.0}}))
+    d._workers = [Worker("gpu", "gpu", [], d._lock), Worker("cpu0", "cpu", [], d._lock)]
+    d._by_name = {w.name: w for w in d._workers}
+    d._stats["m"] = ModelStats()
+    req = _request(0, "m")
+    d._pending[0] = req
+    d._inflight = 1
+    done: list = []
+    with d._lock:
+        d._schedule_locked(1.0, done)
+    assert [(r.status, str(r.error)) for _, r in done] == [("dropped", f"request for model 'm' was dropped: {reason}")]

@@ -35,6 +35,19 @@ def test_error_classes_print_their_public_path() -> None:
             assert f"{obj.__module__}.{obj.__qualname__}" == f"edgert.{name}"
 
 
+def test_public_classes_print_their_public_path() -> None:
+    for name in ("Frame", "Model", "Result", "Runtime"):
+        cls = getattr(edgert, name)
+        assert cls.__module__ == "edgert" and f"{cls.__module__}.{cls.__qualname__}" == f"edgert.{name}"
+
+
+def test_a_result_pickles_by_its_public_path() -> None:
+    import pickle
+
+    res = edgert.Result(None, "dropped", "", "", 1.0, 1.0, None, "hand", 7)
+    assert pickle.loads(pickle.dumps(res)) == res
+
+
 def test_models_path_finds_a_fetched_model(mediapipe_dir: Path) -> None:
     p = edgert.models.path("palm_detection_lite", directory=mediapipe_dir)
     assert p == mediapipe_dir / "palm_detection_lite.tflite" and p.is_file()

@@ -17,7 +17,7 @@ import edgert
 from delegates.base import Delegate, Session
 from delegates.onnxrt import OrtDelegate
 from edgert.testing import genmodels
-from edgert._runtime import HANDOFF_NAP_S, HANDOFF_WAIT_MS
+from edgert._dispatch import HANDOFF_NAP_S, HANDOFF_WAIT_MS
 from scheduler.profile import DeviceProfile, ProcessorSpec
 from scheduler.types import Assignment, SchedulerView
 
@@ -181,6 +181,14 @@ def test_cpu_workers_and_delegate_subset(model_dir):
             rt.load(model_dir / "tiny.onnx")
         m = rt.load(model_dir / "tiny.tflite")
         assert m.submit(genmodels.example_inputs("tiny")).result().delegate == "litert-xnnpack"
+
+
+def test_a_frames_budget_is_a_span_and_its_deadline_an_absolute_time():
+    """``budget_ms`` (or DESIGN.md's ``deadline_ms=``, or positional): now + it is the frame's absolute deadline."""
+    with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=1) as rt:
+        for opened in (rt.frame(50.0), rt.frame(budget_ms=50.0), rt.frame(deadline_ms=50.0)):
+            with opened as f:
+                assert f.deadline_ms == f.t_ms + 50.0 and f.t_ms <= rt.now_ms()
 
 
 def test_frame_shares_deadline_and_trace_replays(tmp_path, model_dir):

@@ -53,7 +53,12 @@ def _cases(model_dir: Path, tmp: Path) -> list[tuple[str, Callable[[edgert.Runti
         ("empty .tflite", lambda rt, m: rt.load(tmp / "empty.tflite"), edgert.ModelLoadError, "is empty (0 bytes)"),
         ("directory", lambda rt, m: rt.load(tmp / "dir.tflite"), edgert.ModelLoadError, "is a directory"),
         ("b''", lambda rt, m: rt.load(b"", name="e"), edgert.ModelLoadError, "got 0 bytes of model"),
-        ("frame(nan)", lambda rt, m: rt.frame(math.nan).__enter__(), edgert.ConfigError, "deadline_ms must be > 0"),
+        ("frame(nan)", lambda rt, m: rt.frame(math.nan).__enter__(), edgert.ConfigError, "budget_ms must be > 0"),
+        ("frame(deadline_ms=0)", lambda rt, m: rt.frame(deadline_ms=0.0).__enter__(), edgert.ConfigError,
+         "deadline_ms must be > 0"),
+        ("frame()", lambda rt, m: rt.frame().__enter__(), edgert.ConfigError, "takes one budget in ms"),
+        ("frame(both)", lambda rt, m: rt.frame(1.0, deadline_ms=1.0).__enter__(), edgert.ConfigError,
+         "takes one budget in ms"),
     ]
 
 
