@@ -109,11 +109,12 @@ class UserCameras:
 
 @dataclass(slots=True)
 class StreamStats:
-    """Per-stream frame outcomes: processed, finished within the period with every stage ok, instances found
-    (hands, faces, poses; 1 per mask)."""
+    """Per-stream frame outcomes: frames taken, finished within the period with every stage ok, shed whole
+    by their budget before anything ran, instances found (hands, faces, poses; 1 per mask)."""
 
     frames: int = 0
     on_time: int = 0
+    shed: int = 0
     found: int = 0
     latencies_ms: list[float] = field(default_factory=list)
     last: FrameResult | None = None
@@ -161,6 +162,7 @@ class XRSession:
                     st = self.stats[s.name]
                     st.frames += 1
                     st.on_time += ok
+                    st.shed += bool(res.shed)
                     st.found += len(res.hands) + len(res.faces) + len(res.poses) + (res.mask is not None)
                     st.latencies_ms.append(ms)
                     st.last = res

@@ -53,10 +53,17 @@ def summarize(stats: dict[str, dict[str, Any]], seconds: float, session: _Sessio
         lat = np.asarray(st.latencies_ms) if st.latencies_ms else np.zeros(1)
         per_stream[name] = {"frames": st.frames, "on_time": st.on_time,
                             "on_time_pct": 100.0 * st.on_time / st.frames if st.frames else 0.0,
-                            "found_mean": getattr(st, "found", 0) / st.frames if st.frames else 0.0,
+                            "found_mean": found_mean(st),
                             "p50_ms": float(np.percentile(lat, 50)), "p99_ms": float(np.percentile(lat, 99)),
                             **counts}
     return {"seconds": seconds, "per_model": per_model, "per_stream": per_stream}
+
+
+def found_mean(st: Any) -> float:
+    """Instances found (hands, faces, poses; 1 per mask) per processed frame: a frame shed whole by its
+    budget was not processed (as a frame a latest-frame loop skips), and counts in ``frames_shed``."""
+    processed = st.frames - getattr(st, "shed", 0)
+    return getattr(st, "found", 0) / processed if processed > 0 else 0.0
 
 
 _DROPPED_PREFIX = re.compile(r"^request for model '[^']*' was dropped: ")

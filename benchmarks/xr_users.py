@@ -16,7 +16,8 @@ Per stream and cell:
 
 * ``on time %``: periods of the run that produced a frame finished within its period with its
   whole answer (edgert: no stage dropped, the frame not shed), out of ``seconds * fps``;
-* ``found``: instances found per processed frame (hands, faces, poses; 1 per mask);
+* ``found``: instances found per processed frame (hands, faces, poses; 1 per mask); a frame edgert
+  sheds whole before running any of it is not processed (as a period a latest-frame loop skips);
 * ``err %``: mean landmark error against MediaPipe's static-image answer for the same source frame,
   as a share of the frame's diagonal, over processed frames whose source index is a multiple of
   ``--sample-every`` (an instance the reference has and the answer misses is not in the mean; the
@@ -64,11 +65,12 @@ class Tally:
 
     frames: int = 0
     on_time: int = 0
+    shed: int = 0
     found: int = 0
     samples: list[tuple[int, list[np.ndarray]]] = field(default_factory=list)   # (source index, instances)
 
 
-Answer = tuple[bool, int, list[np.ndarray]]   # (complete, instances found, landmark arrays)
+Answer = tuple[bool, int, list[np.ndarray], bool]   # (complete, instances found, landmark arrays, shed whole)
 
 
 def load_frames(directory: str | None) -> list[np.ndarray]:
@@ -107,12 +109,13 @@ def pace(answer: Callable[[int], Answer], fps: float, user: int, frames: int, se
             time.sleep(t - now)
         t1 = time.perf_counter()
         idx = source_index(t1 - start, user, frames)
-        complete, n, lms = answer(idx)
+        complete, n, lms, shed = answer(idx)
         ms = (time.perf_counter() - t1) * 1e3
         tally.frames += 1
+        tally.shed += shed
         tally.found += n
         tally.on_time += complete and ms <= period * 1e3
-        if idx % sample_every == 0:
+        if idx % sample_every == 0 and not shed:
             tally.samples.append((idx, lms))
         k = max(k + 1, int((time.perf_counter() - start) / period))
 
@@ -135,14 +138,14 @@ def run_cell(answers: list[tuple[str, float, int, Callable[[int], Answer]]], fra
 def _mp_answer(kind: str, res: object, h: int, w: int) -> Answer:
     if kind == "segmentation":
         ok = getattr(res, "segmentation_mask", None) is not None
-        return ok, int(ok), []
+        return ok, int(ok), [], False
     lists = {"hands": "multi_hand_landmarks", "face": "multi_face_landmarks"}
     if kind == "pose":
         lm = res.pose_landmarks  # type: ignore[attr-defined]
         found = [] if lm is None else [lm]
     else:
         found = getattr(res, lists[kind]) or []
-    return True, len(found), [mp_ref._pixels(x, h, w) for x in found]
+    return True, len(found), [mp_ref._pixels(x, h, w) for x in found], False
 
 
 def mediapipe_answers(frames: list[np.ndarray], users: int) -> tuple[list, Callable[[], None]]:
@@ -182,9 +185,9 @@ def edgert_answers(rt: edgert.Runtime, frames: list[np.ndarray], users: int) -> 
                 r = px.process(frames[i], deadline_ms=ms)
                 complete = not r.shed and all(v.status in ("ok", "skipped") for v in r.stages.values())
                 if kind == "segmentation":
-                    return complete, int(r.mask is not None), []
+                    return complete, int(r.mask is not None), [], bool(r.shed)
                 inst = getattr(r, KIND[kind])
-                return complete, len(inst), [x.landmarks for x in inst]
+                return complete, len(inst), [x.landmarks for x in inst], bool(r.shed)
             out.append((_name(name, u, users), fps, u, answer))
     return out
 
@@ -226,7 +229,8 @@ def rows_of(system: str, users: int, hog: bool, tallies: dict[str, Tally], cores
         kind = name.split("#")[0]
         out.append({"system": system, "users": users, "hog": hog, "stream": name, "cores": cores,
                     "on_time_pct": 100.0 * t.on_time / (seconds * fps[kind]),
-                    "found": t.found / t.frames if t.frames else 0.0, "frames": t.frames,
+                    "found": t.found / (t.frames - t.shed) if t.frames > t.shed else 0.0, "frames": t.frames,
+                    "shed": t.shed,
                     "err_pct": 100.0 * landmark_error(t, kind, ref, diag)})
     return out
 

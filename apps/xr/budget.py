@@ -36,6 +36,13 @@ WINDOW_MS = 500.0
 OPTIONAL_BUSY_MAX = 0.55
 #: Fraction of what is left of a frame that a chain's estimate may fill (estimates are means).
 SLACK = 0.9
+#: While the workers were busy more than this share of the last WINDOW_MS, the frame jobs admitted over
+#: the last frame span may claim this share of the workers' time; a job that
+#: would take the admitted work past it is shed whole, unless it costs no more than the mean job admitted
+#: (so the costliest frames are shed first, which keeps the most frames): the frames kept then finish
+#: instead of every frame finishing late (the pipelines' own Python work and the workers' contention
+#: use the rest).
+ADMIT_UTIL_MAX = 0.75
 #: Expected ms of a model not yet measured (before its first run on any worker).
 UNKNOWN_MS = 10.0
 
@@ -51,6 +58,7 @@ class Ledger:
         self.backlog_ms = 0.0
         self._lock = threading.Lock()
         self._done: deque[tuple[float, float]] = deque()   # (end ms, service ms)
+        self._admitted: deque[tuple[float, float]] = deque()   # (admission ms, expected work ms)
 
     @staticmethod
     def of(rt: edgert.Runtime) -> Ledger:
@@ -89,6 +97,20 @@ class Ledger:
                 self._done.popleft()
             total = sum(s for _, s in self._done)
         return total / (WINDOW_MS * self.workers)
+
+    def admitted_ms(self, span_ms: float) -> tuple[float, int]:
+        """Expected work (ms) and number of the frame jobs admitted over the last ``span_ms``."""
+        now = self.rt.now_ms()
+        with self._lock:
+            while self._admitted and self._admitted[0][0] < now - 4 * WINDOW_MS:
+                self._admitted.popleft()
+            recent = [w for t, w in self._admitted if t >= now - span_ms]
+        return sum(recent), len(recent)
+
+    def admit(self, work_ms: float) -> None:
+        """Record a frame job of ``work_ms`` expected work admitted now."""
+        with self._lock:
+            self._admitted.append((self.rt.now_ms(), work_ms))
 
     def finish_ms(self, chain_ms: float) -> float:
         """When a chain of ``chain_ms`` (its critical path) submitted now is expected to finish (runtime ms)."""
@@ -143,6 +165,22 @@ class FrameBudget:
             if spare and self.fits(self.ledger.cost_ms(v) + downstream_ms):
                 return v
         return min(variants, key=self.ledger.cost_ms)
+
+    def over_capacity(self, work_ms: float) -> str:
+        """Why admitting a frame job of ``work_ms`` would take the work admitted over the last frame span past
+        :data:`ADMIT_UTIL_MAX` of the workers ("" when it would not, or without a deadline)."""
+        if not self.timed:
+            return ""
+        busy = self.ledger.busy_share()
+        if busy <= ADMIT_UTIL_MAX:
+            return ""   # the workers keep up: estimates (means, inflated by contention) are no reason to shed
+        span = self.deadline_ms - self.start_ms
+        have, jobs = self.ledger.admitted_ms(span)
+        cap = ADMIT_UTIL_MAX * self.ledger.workers * span
+        if have + work_ms <= cap or (jobs and work_ms <= have / jobs):
+            return ""   # fits, or cheaper than the mean job admitted: the costliest frames go first
+        return (f"workers {100 * busy:.0f}% busy and {have + work_ms:.0f} ms of work admitted in {span:.0f} ms "
+                f"> {cap:.0f} ms of capacity")
 
     def optional(self, chain_ms: float) -> str | None:
         """None when an optional chain of ``chain_ms`` may run now, else why not (the skip's reason)."""

@@ -171,8 +171,11 @@ class Pipelines:
         return [t for t in (self.hands, self.faces, self.pose) if t is not None]
 
     def _shed_reason(self, budget: FrameBudget) -> str:
-        """Why this frame's cascades, priced as one job at their cheapest variants, cannot make the
-        deadline ("" when they can): work spread over the workers, plus the longest chain."""
+        """Why this frame's cascades, priced as one job at their cheapest variants, are shed whole ("" when
+        the job is admitted): its work would take the work admitted over the last frame span past the
+        workers' capacity (``budget.ADMIT_UTIL_MAX``), or the backlog makes its chain (the longest
+        cascade plus the rest of its work spread over the workers) miss the deadline. After
+        ``MAX_SHED_STREAK`` frames shed in a row the next one is admitted whatever its price."""
         parts = [t.required_ms(budget) for t in self._trackers()]
         if self.segmenter is not None:
             c = budget.cost_ms([segmentation.MODEL])
@@ -181,16 +184,16 @@ class Pipelines:
             return ""
         work, path = sum(w for w, _ in parts), max(p for _, p in parts)
         chain = path + (work - path) / budget.ledger.workers
-        if budget.fits(chain, slack=1.0):
+        why = budget.over_capacity(work)
+        if not why and not budget.fits(chain, slack=1.0) and chain <= budget.deadline_ms - budget.start_ms:
+            # (a chain alone longer than the frame is not the backlog's fault: shedding could never help it)
+            why = f"its chain needs {chain:.1f} ms, {max(0.0, budget.left_ms(slack=1.0)):.1f} ms left"
+        if not why or self._shed_streak >= MAX_SHED_STREAK:
             self._shed_streak = 0
-            return ""
-        if chain > budget.deadline_ms - budget.start_ms or self._shed_streak >= MAX_SHED_STREAK:
-            # Not the backlog's fault (the chain alone is longer than the frame: shedding would starve the
-            # stream and never measure it again), or shed too often in a row: run it; it may be late.
-            self._shed_streak = 0
+            budget.ledger.admit(work)
             return ""
         self._shed_streak += 1
-        return f"frame shed whole: its chain needs {chain:.1f} ms, {max(0.0, budget.left_ms(slack=1.0)):.1f} ms left"
+        return f"frame shed whole: {why}"
 
     def _shed(self, run: Runner, why: str) -> None:
         for t in self._trackers():
