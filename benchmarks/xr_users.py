@@ -6,7 +6,8 @@ order). A 30 fps camera clock gives frame ``i`` at ``i / 30`` s; user k sees fra
 (as ``edgert run xr-demo --users N``: no two users see the same frame at once).
 
 Per user, four streams, each on its own thread with latest-frame pacing (a frame that overruns
-skips to the newest camera frame): hands (max 2, full models), face mesh with iris, pose (full),
+skips to the newest camera frame; the streams' periods start spread evenly over one camera period,
+for both systems, as ``edgert run xr-demo`` spreads them): hands (max 2, full models), face mesh with iris, pose (full),
 at 30 fps, selfie segmentation at 15 fps. MediaPipe runs each stream as its solution in video
 mode (``mediapipe.solutions``: hands model_complexity 1, face_mesh refine_landmarks, pose
 model_complexity 1, selfie_segmentation 0); edgert runs ``apps.xr.Pipelines`` with tracking on one
@@ -96,13 +97,14 @@ def source_index(t_s: float, user: int, n: int) -> int:
 
 
 def pace(answer: Callable[[int], Answer], fps: float, user: int, frames: int, seconds: float, start: float,
-         tally: Tally, sample_every: int) -> None:
-    """Latest-frame pacing: on each period boundary process the user's newest frame; skip missed boundaries."""
+         tally: Tally, sample_every: int, phase_s: float = 0.0) -> None:
+    """Latest-frame pacing: on each period boundary (``phase_s`` after the run's) process the user's newest
+    frame; skip missed boundaries."""
     period = 1.0 / fps
     k = 0
     while True:
-        t = start + k * period
-        if t - start >= seconds:
+        t = start + phase_s + k * period
+        if t - start - phase_s >= seconds:
             return
         now = time.perf_counter()
         if t > now:
@@ -117,7 +119,7 @@ def pace(answer: Callable[[int], Answer], fps: float, user: int, frames: int, se
         tally.on_time += complete and ms <= period * 1e3
         if idx % sample_every == 0 and not shed:
             tally.samples.append((idx, lms))
-        k = max(k + 1, int((time.perf_counter() - start) / period))
+        k = max(k + 1, int((time.perf_counter() - start - phase_s) / period) + 1)
 
 
 def run_cell(answers: list[tuple[str, float, int, Callable[[int], Answer]]], frames: int, seconds: float,
@@ -126,8 +128,10 @@ def run_cell(answers: list[tuple[str, float, int, Callable[[int], Answer]]], fra
     tallies = {name: Tally() for name, *_ in answers}
     start = time.perf_counter() + 0.2
     cpu0, w0 = time.process_time(), time.perf_counter()
-    threads = [threading.Thread(target=pace, args=(fn, fps, user, frames, seconds, start, tallies[name], sample_every))
-               for name, fps, user, fn in answers]
+    n = len(answers)   # the streams' periods start spread over one camera period, as in edgert run xr-demo
+    threads = [threading.Thread(target=pace, args=(fn, fps, user, frames, seconds, start, tallies[name], sample_every,
+                                                   j / n / CAMERA_FPS))
+               for j, (name, fps, user, fn) in enumerate(answers)]
     for t in threads:
         t.start()
     for t in threads:
@@ -286,7 +290,7 @@ def main() -> int:
                     tallies, cores = run_cell(answers, len(frames), args.seconds, args.sample_every)
                     close()
                     rows += rows_of(system, users, hog, tallies, cores, args.seconds, ref, diag)
-                for r in rows[-2 * 4 * users:]:
+                for r in rows[-len(args.systems) * 4 * users:]:
                     print(f"{'hog ' if hog else 'idle'} {users}x {r['system']:<9} {r['stream']:<15} "
                           f"on time {r['on_time_pct']:5.1f}%  found {r['found']:.2f}  err {r['err_pct']:.2f}%  "
                           f"cores {r['cores']:.2f}", flush=True)

@@ -126,11 +126,13 @@ class FrameBudget:
         ledger: the runtime's :class:`Ledger`.
         deadline_ms: the frame's absolute deadline (runtime ms); ``inf``: no deadline (everything fits,
             the most accurate variant always runs, optional stages always run).
+        lean: required work only: the cheapest variants, no optional stage (a rescued frame).
     """
 
-    def __init__(self, ledger: Ledger, deadline_ms: float) -> None:
+    def __init__(self, ledger: Ledger, deadline_ms: float, lean: bool = False) -> None:
         self.ledger = ledger
         self.deadline_ms = deadline_ms
+        self.lean = lean
         self.start_ms = ledger.rt.now_ms()
 
     @property
@@ -160,7 +162,7 @@ class FrameBudget:
         have spare capacity (so the upgrade never makes another stream's required work late)."""
         if not self.timed:
             return variants[0]
-        spare = self.ledger.busy_share() <= OPTIONAL_BUSY_MAX
+        spare = not self.lean and self.ledger.busy_share() <= OPTIONAL_BUSY_MAX
         for v in variants[:-1]:
             if spare and self.fits(self.ledger.cost_ms(v) + downstream_ms):
                 return v
@@ -186,6 +188,8 @@ class FrameBudget:
         """None when an optional chain of ``chain_ms`` may run now, else why not (the skip's reason)."""
         if not self.timed:
             return None
+        if self.lean:
+            return "lean frame: required work only"
         busy = self.ledger.busy_share()
         if busy > OPTIONAL_BUSY_MAX:
             return f"no spare capacity: workers {100 * busy:.0f}% busy > {100 * OPTIONAL_BUSY_MAX:.0f}%"

@@ -31,6 +31,8 @@ from apps.xr.tracking import DetectAndTrack
 #: Frames in a row a stream may shed whole; the next one runs whatever its price, so that its tracking
 #: goes on (``tracking.MAX_UNSEEN``) and its models' estimates stay measured.
 MAX_SHED_STREAK = 3
+#: A rescued frame's deadline, in frame deadlines (see :meth:`Pipelines._admission`).
+RESCUE_DEADLINE_FACTOR = 2.0
 
 _SHARED: weakref.WeakKeyDictionary[edgert.Runtime, dict[str, edgert.Model]] = weakref.WeakKeyDictionary()
 
@@ -129,6 +131,7 @@ class Pipelines:
         self.pose = pose_mod_tracker(m, tracking) if pose else None
         self.segmenter = segmentation_mod(m) if segmentation else None
         self.frames_shed = 0
+        self.frames_rescued = 0
         self._shed_streak = 0
 
     def process(self, frame: np.ndarray, t_ms: float | None = None,
@@ -147,14 +150,22 @@ class Pipelines:
         frame = check_frame(frame)
         out = FrameResult(t_ms=t_ms)
         masks: list[np.ndarray] = []
-        ctx = self.rt.frame(deadline_ms) if deadline_ms is not None else contextlib.nullcontext()
-        with ctx as f:
-            budget = FrameBudget(Ledger.of(self.rt), f.deadline_ms) if self.elastic and f is not None else None
-            run = Runner(budget)
-            if budget is not None and (why := self._shed_reason(budget)):
+        ledger = Ledger.of(self.rt) if self.elastic and deadline_ms is not None else None
+        rescue = False
+        if ledger is not None and deadline_ms is not None:
+            probe = FrameBudget(ledger, self.rt.now_ms() + deadline_ms)
+            why, rescue = self._admission(probe)
+            if why:
+                run = Runner(probe)
                 self._shed(run, why)
                 out.shed, out.stages = why, run.stages
                 return out
+            if rescue:
+                deadline_ms *= RESCUE_DEADLINE_FACTOR
+        ctx = self.rt.frame(deadline_ms) if deadline_ms is not None else contextlib.nullcontext()
+        with ctx as f:
+            budget = FrameBudget(ledger, f.deadline_ms, lean=rescue) if ledger is not None and f is not None else None
+            run = Runner(budget)
             if self.segmenter is not None:
                 self.segmenter.start(frame, run, masks)
             if self.hands is not None:
@@ -170,30 +181,37 @@ class Pipelines:
     def _trackers(self) -> list[DetectAndTrack[Any]]:
         return [t for t in (self.hands, self.faces, self.pose) if t is not None]
 
-    def _shed_reason(self, budget: FrameBudget) -> str:
-        """Why this frame's cascades, priced as one job at their cheapest variants, are shed whole ("" when
-        the job is admitted): its work would take the work admitted over the last frame span past the
-        workers' capacity (``budget.ADMIT_UTIL_MAX``), or the backlog makes its chain (the longest
-        cascade plus the rest of its work spread over the workers) miss the deadline. After
-        ``MAX_SHED_STREAK`` frames shed in a row the next one is admitted whatever its price."""
+    def _admission(self, budget: FrameBudget) -> tuple[str, bool]:
+        """This frame's cascades priced as one job at their cheapest variants: (why it is shed whole, "" when
+        admitted; whether it is admitted as a rescue).
+
+        Shed: its work would take the work admitted over the last frame span past the workers' capacity
+        while they are busy (``budget.over_capacity``), or the backlog makes its chain (the longest cascade
+        plus the rest of its work spread over the workers) miss the deadline. Rescued instead: the frame
+        after ``MAX_SHED_STREAK`` shed in a row, or one whose chain alone is longer than the frame (shedding
+        could never help it): it runs lean (cheapest variants, no optional stage) with
+        ``RESCUE_DEADLINE_FACTOR`` times the deadline, so the stream keeps tracking and its models keep
+        being measured instead of the runtime dropping every request of it (it is not on time)."""
         parts = [t.required_ms(budget) for t in self._trackers()]
         if self.segmenter is not None:
             c = budget.cost_ms([segmentation.MODEL])
             parts.append((c, c))
         if not parts:
-            return ""
+            return "", False
         work, path = sum(w for w, _ in parts), max(p for _, p in parts)
         chain = path + (work - path) / budget.ledger.workers
+        hopeless = chain > budget.deadline_ms - budget.start_ms
         why = budget.over_capacity(work)
-        if not why and not budget.fits(chain, slack=1.0) and chain <= budget.deadline_ms - budget.start_ms:
-            # (a chain alone longer than the frame is not the backlog's fault: shedding could never help it)
+        if not why and not hopeless and not budget.fits(chain, slack=1.0):
             why = f"its chain needs {chain:.1f} ms, {max(0.0, budget.left_ms(slack=1.0)):.1f} ms left"
-        if not why or self._shed_streak >= MAX_SHED_STREAK:
-            self._shed_streak = 0
-            budget.ledger.admit(work)
-            return ""
-        self._shed_streak += 1
-        return f"frame shed whole: {why}"
+        if why and self._shed_streak < MAX_SHED_STREAK:
+            self._shed_streak += 1
+            return f"frame shed whole: {why}", False
+        rescue = hopeless or bool(why)
+        self._shed_streak = 0
+        self.frames_rescued += rescue
+        budget.ledger.admit(work)
+        return "", rescue
 
     def _shed(self, run: Runner, why: str) -> None:
         for t in self._trackers():
@@ -215,14 +233,16 @@ class Pipelines:
                 if t is not None}
 
     def elastic_counts(self) -> dict[str, Any]:
-        """What the frames' budgets decided: ``frames_shed`` (whole frames), ``optional_skipped`` (optional
+        """What the frames' budgets decided: ``frames_shed`` (whole frames), ``frames_rescued`` (run lean with a
+        longer deadline, see :meth:`_admission`), ``optional_skipped`` (optional
         detector runs skipped, by reason) and ``variants`` (requests per model variant)."""
         skipped: Counter[str] = Counter()
         variants: Counter[str] = Counter()
         for t in self._trackers():
             skipped.update(t.optional_skipped)
             variants.update(t.variant_runs)
-        return {"frames_shed": self.frames_shed, "optional_skipped": dict(skipped), "variants": dict(variants)}
+        return {"frames_shed": self.frames_shed, "frames_rescued": self.frames_rescued,
+                "optional_skipped": dict(skipped), "variants": dict(variants)}
 
 
 def pose_mod_tracker(m: dict[str, edgert.Model], tracking: bool) -> pose.PoseTracker:
