@@ -104,7 +104,7 @@ def pace(answer: Callable[[int], Answer], fps: float, user: int, frames: int, se
     k = 0
     while True:
         t = start + phase_s + k * period
-        if t - start - phase_s >= seconds:
+        if k >= round(seconds * fps):
             return
         now = time.perf_counter()
         if t > now:
@@ -293,6 +293,7 @@ def main() -> int:
                 for r in rows[-len(args.systems) * 4 * users:]:
                     print(f"{'hog ' if hog else 'idle'} {users}x {r['system']:<9} {r['stream']:<15} "
                           f"on time {r['on_time_pct']:5.1f}%  found {r['found']:.2f}  err {r['err_pct']:.2f}%  "
+                          f"shed {r['shed']:3d}/{r['frames']:3d}  "
                           f"cores {r['cores']:.2f}", flush=True)
             if proc:
                 stop.set()

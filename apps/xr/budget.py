@@ -38,7 +38,7 @@ OPTIONAL_BUSY_MAX = 0.55
 SLACK = 0.9
 #: While the workers were busy more than this share of the last WINDOW_MS, the frame jobs admitted over
 #: the last frame span may claim this share of the workers' time; a job that
-#: would take the admitted work past it is shed whole, unless it costs no more than the mean job admitted
+#: would take the admitted work past it is shed whole, unless it costs no more than the mean job priced lately
 #: (so the costliest frames are shed first, which keeps the most frames): the frames kept then finish
 #: instead of every frame finishing late (the pipelines' own Python work and the workers' contention
 #: use the rest).
@@ -59,6 +59,7 @@ class Ledger:
         self._lock = threading.Lock()
         self._done: deque[tuple[float, float]] = deque()   # (end ms, service ms)
         self._admitted: deque[tuple[float, float]] = deque()   # (admission ms, expected work ms)
+        self._offered: deque[tuple[float, float]] = deque()    # the same for every job priced, shed or not
 
     @staticmethod
     def of(rt: edgert.Runtime) -> Ledger:
@@ -98,14 +99,22 @@ class Ledger:
             total = sum(s for _, s in self._done)
         return total / (WINDOW_MS * self.workers)
 
-    def admitted_ms(self, span_ms: float) -> tuple[float, int]:
-        """Expected work (ms) and number of the frame jobs admitted over the last ``span_ms``."""
+    def admitted_ms(self, span_ms: float) -> tuple[float, float]:
+        """Expected work (ms) of the frame jobs admitted over the last ``span_ms``, and the mean work of those
+        priced over the last WINDOW_MS (admitted or shed; 0 when none)."""
         now = self.rt.now_ms()
         with self._lock:
-            while self._admitted and self._admitted[0][0] < now - 4 * WINDOW_MS:
-                self._admitted.popleft()
-            recent = [w for t, w in self._admitted if t >= now - span_ms]
-        return sum(recent), len(recent)
+            for q in (self._admitted, self._offered):
+                while q and q[0][0] < now - WINDOW_MS:
+                    q.popleft()
+            have = sum(w for t, w in self._admitted if t >= now - span_ms)
+            mean = sum(w for _, w in self._offered) / len(self._offered) if self._offered else 0.0
+        return have, mean
+
+    def offer(self, work_ms: float) -> None:
+        """Record a frame job of ``work_ms`` expected work priced now (admitted or not)."""
+        with self._lock:
+            self._offered.append((self.rt.now_ms(), work_ms))
 
     def admit(self, work_ms: float) -> None:
         """Record a frame job of ``work_ms`` expected work admitted now."""
@@ -177,10 +186,10 @@ class FrameBudget:
         if busy <= ADMIT_UTIL_MAX:
             return ""   # the workers keep up: estimates (means, inflated by contention) are no reason to shed
         span = self.deadline_ms - self.start_ms
-        have, jobs = self.ledger.admitted_ms(span)
+        have, mean = self.ledger.admitted_ms(span)
         cap = ADMIT_UTIL_MAX * self.ledger.workers * span
-        if have + work_ms <= cap or (jobs and work_ms <= have / jobs):
-            return ""   # fits, or cheaper than the mean job admitted: the costliest frames go first
+        if have + work_ms <= cap or work_ms <= mean:
+            return ""   # fits, or no costlier than the mean job priced lately: the costliest frames go first
         return (f"workers {100 * busy:.0f}% busy and {have + work_ms:.0f} ms of work admitted in {span:.0f} ms "
                 f"> {cap:.0f} ms of capacity")
 

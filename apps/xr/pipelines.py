@@ -202,6 +202,7 @@ class Pipelines:
         chain = path + (work - path) / budget.ledger.workers
         hopeless = chain > budget.deadline_ms - budget.start_ms
         why = budget.over_capacity(work)
+        budget.ledger.offer(work)
         if not why and not hopeless and not budget.fits(chain, slack=1.0):
             why = f"its chain needs {chain:.1f} ms, {max(0.0, budget.left_ms(slack=1.0)):.1f} ms left"
         if why and self._shed_streak < MAX_SHED_STREAK:
