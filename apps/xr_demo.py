@@ -13,8 +13,12 @@ pose           30     pose_detection → pose_landmark_full
 segmentation   15     selfie_segmentation
 =============  =====  ==========================================================================
 
-Every request of a frame shares the frame's deadline (the stream's period). While the previous
-frame's landmarks give the region, the detector is skipped (tracking). The camera is a sample scene
+Every request of a frame shares the frame's deadline (the stream's period), and the frame is priced
+by it (:mod:`apps.xr.budget`): admitted or shed whole, optional detector searches and the hand models'
+full variants only when there is room. While the previous frame's landmarks give the region, the
+detector is skipped (tracking). The streams' periods start spread over one camera period.
+``--users N`` runs every stream once per user (``hands#0`` … ``segmentation#{N-1}``), user k's
+camera ``USER_LAG_FRAMES * k`` frames behind the source. The camera is a sample scene
 with a face, a person and a hand, panning slowly (``apps.xr.assets.sample_frames``), unless
 ``--frames DIR`` (images), ``--video FILE`` or ``--synthetic`` is given; ``--show OUT.mp4`` writes the frames
 with the results drawn over them and ``--snapshot OUT.png`` a mosaic of the source's first frames
