@@ -13,8 +13,12 @@ pose           30     pose_detection → pose_landmark_full
 segmentation   15     selfie_segmentation
 =============  =====  ==========================================================================
 
-Every request of a frame shares the frame's deadline (the stream's period). While the previous
-frame's landmarks give the region, the detector is skipped (tracking). The camera is a sample scene
+Every request of a frame shares the frame's deadline (the stream's period), and the frame is priced
+by it (:mod:`apps.xr.budget`): admitted or shed whole, optional detector searches and the hand models'
+full variants only when there is room. While the previous frame's landmarks give the region, the
+detector is skipped (tracking). The streams' periods start spread over one camera period.
+``--users N`` runs every stream once per user (``hands#0`` … ``segmentation#{N-1}``), user k's
+camera ``USER_LAG_FRAMES * k`` frames behind the source. The camera is a sample scene
 with a face, a person and a hand, panning slowly (``apps.xr.assets.sample_frames``), unless
 ``--frames DIR`` (images), ``--video FILE`` or ``--synthetic`` is given; ``--show OUT.mp4`` writes the frames
 with the results drawn over them and ``--snapshot OUT.png`` a mosaic of the source's first frames
@@ -28,6 +32,7 @@ import json
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,11 +53,12 @@ CAMERA_FPS = 30.0
 
 @dataclass(frozen=True, slots=True)
 class Stream:
-    """A periodic stream: one :class:`Pipelines` configuration run every ``1000 / fps`` ms."""
+    """A periodic stream: one :class:`Pipelines` configuration run every ``1000 / fps`` ms on ``user``'s camera."""
 
     name: str
     fps: float
     config: dict[str, Any]
+    user: int = 0
 
     @property
     def period_ms(self) -> float:
@@ -67,16 +73,56 @@ STREAMS: tuple[Stream, ...] = (
     Stream("pose", 30.0, {**_OFF, "pose": True}),
     Stream("segmentation", 15.0, {**_OFF, "segmentation": True}),
 )
+#: Frames by which each further user's camera lags the source: user k sees frame i - USER_LAG_FRAMES * k
+#: while user 0 sees frame i (on the 150-frame sample scene no two users see the same frame at once).
+USER_LAG_FRAMES = 40
+
+
+def user_streams(users: int = 1, streams: tuple[Stream, ...] = STREAMS) -> tuple[Stream, ...]:
+    """Every stream for each of ``users`` users: named as in ``streams`` for one user, ``hands#k`` … for
+    user k (from 0) with more.
+
+    Raises:
+        edgert.ConfigError: ``users`` is not a whole number >= 1.
+    """
+    if isinstance(users, bool) or not isinstance(users, int) or users < 1:
+        raise edgert.ConfigError(f"users must be a whole number >= 1, got {users!r}")
+    if users == 1:
+        return streams
+    return tuple(Stream(f"{s.name}#{k}", s.fps, s.config, k) for k in range(users) for s in streams)
+
+
+class UserCameras:
+    """Each user's camera over one source: user k sees the frame ``USER_LAG_FRAMES * k`` frames behind
+    user 0's (the source is read that far ahead at the start, so every user has a frame at once)."""
+
+    def __init__(self, frames: Iterator[np.ndarray], users: int, lag: int = USER_LAG_FRAMES) -> None:
+        self._frames, self.users, self.lag = frames, users, lag
+        self._history: deque[np.ndarray] = deque(maxlen=lag * (users - 1) + 1)
+        while len(self._history) < lag * (users - 1) + 1:
+            self._history.append(next(frames))
+
+    def latest(self) -> list[np.ndarray]:
+        """The frame each user sees now, by user."""
+        return [self._history[-1 - self.lag * k] for k in range(self.users)]
+
+    def advance(self) -> list[np.ndarray]:
+        """Move every camera one frame on; the frames each user sees now."""
+        self._history.append(next(self._frames))
+        return self.latest()
 
 
 @dataclass(slots=True)
 class StreamStats:
-    """Per-stream frame outcomes: processed, finished within the period with every stage ok, and
+    """Per-stream frame outcomes: frames taken, finished within the period with every stage ok, shed whole
+    by their budget before anything ran, instances found (hands, faces, poses; 1 per mask), and
     ``failed``: frames on which code of ours raised (a decoder, a tracker), ``first_failure`` the
     first such exception (``"stage: Type: message"``)."""
 
     frames: int = 0
     on_time: int = 0
+    shed: int = 0
+    found: int = 0
     latencies_ms: list[float] = field(default_factory=list)
     last: FrameResult | None = None
     failed: int = 0
@@ -89,25 +135,37 @@ class StreamStats:
 
 
 class XRSession:
-    """Drives the streams on a runtime: a camera thread publishes frames, one thread per stream."""
+    """Drives the streams on a runtime: a camera thread publishes frames, one thread per stream.
 
-    def __init__(self, rt: edgert.Runtime, streams: tuple[Stream, ...] = STREAMS, tracking: bool = True,
-                 models_dir: Path | None = None) -> None:
+    Args:
+        rt: the runtime every stream's requests go through.
+        streams: the streams (default: :data:`STREAMS` for each of ``users``, see :func:`user_streams`).
+        tracking / models_dir / elastic: as for :class:`apps.xr.Pipelines`.
+        users: XR users, each with every stream of ``STREAMS``; user k's camera shows the source
+            ``USER_LAG_FRAMES * k`` frames behind user 0's (ignored when ``streams`` is given).
+    """
+
+    def __init__(self, rt: edgert.Runtime, streams: tuple[Stream, ...] | None = None, tracking: bool = True,
+                 models_dir: Path | None = None, users: int = 1, elastic: bool = True) -> None:
         self.rt = rt
-        self.streams = streams
-        self.pipes = {s.name: Pipelines(rt, tracking=tracking, models_dir=models_dir, **s.config) for s in streams}
-        self.stats = {s.name: StreamStats() for s in streams}
+        self.streams = user_streams(users) if streams is None else streams
+        self.users = 1 + max(s.user for s in self.streams)
+        self.pipes = {s.name: Pipelines(rt, tracking=tracking, models_dir=models_dir, elastic=elastic, **s.config)
+                      for s in self.streams}
+        self.stats = {s.name: StreamStats() for s in self.streams}
         self.frames_started = 0
-        self._latest: np.ndarray | None = None
+        self._latest: list[np.ndarray] | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
 
     def _stream_loop(self, s: Stream) -> None:
         period = s.period_ms / 1000.0
-        t0 = time.perf_counter()
+        t0 = time.perf_counter() + self.phase_s(s)
+        self._stop.wait(max(0.0, t0 - time.perf_counter()))
         k = 0
         while not self._stop.is_set():
-            frame = self._latest
+            latest = self._latest
+            frame = latest[s.user] if latest is not None else None
             if frame is not None:
                 self._one_frame(s, frame)
             k = max(k + 1, int((time.perf_counter() - t0) / period) + 1)   # latest-frame pacing
@@ -122,13 +180,16 @@ class XRSession:
         except Exception as exc:  # noqa: BLE001 - a bug fails the frame (counted, reason kept); the stream goes on
             res, why = None, f"process: {describe(exc)}"
         ms = (time.perf_counter() - t) * 1e3
-        ok = res is not None and ms <= s.period_ms and all(v.status in ("ok", "skipped") for v in res.stages.values())
+        ok = (res is not None and ms <= s.period_ms and not res.shed
+              and all(v.status in ("ok", "skipped") for v in res.stages.values()))
         with self._lock:
             st = self.stats[s.name]
             st.frames += 1
             st.on_time += ok
             st.latencies_ms.append(ms)
             if res is not None:
+                st.shed += bool(res.shed)
+                st.found += len(res.hands) + len(res.faces) + len(res.poses) + (res.mask is not None)
                 st.last = res
             if why:
                 st.note_failure(why)
@@ -138,10 +199,17 @@ class XRSession:
         with self._lock:
             return {n: (st.failed, st.first_failure) for n, st in self.stats.items() if st.failed}
 
+    def phase_s(self, s: Stream) -> float:
+        """When stream ``s`` starts its first frame (s after the others' start): the streams' frames are
+        spread evenly over one camera period, so their requests do not all arrive at once."""
+        return self.streams.index(s) / len(self.streams) / CAMERA_FPS
+
     def run(self, frames: Iterator[np.ndarray], seconds: float,
             on_tick: Callable[[float, np.ndarray], None] | None = None) -> None:
-        """Publish ``frames`` at CAMERA_FPS for ``seconds`` while the streams process the newest one."""
-        self._latest = next(frames)
+        """Publish ``frames`` at CAMERA_FPS for ``seconds`` while the streams process the newest one (each
+        user's: user k's is ``USER_LAG_FRAMES * k`` frames older than user 0's)."""
+        cams = UserCameras(frames, self.users)
+        self._latest = cams.latest()
         self._stop.clear()
         threads = [threading.Thread(target=self._stream_loop, args=(s,), daemon=True, name=f"xr-{s.name}")
                    for s in self.streams]
@@ -154,19 +222,19 @@ class XRSession:
             if target > now:
                 time.sleep(target - now)
             if k:
-                self._latest = next(frames)
+                self._latest = cams.advance()
             self.frames_started += 1
             k += 1
             if on_tick is not None:
-                on_tick(time.perf_counter() - t0, self._latest)
+                on_tick(time.perf_counter() - t0, self._latest[0])
         self._stop.set()
         for t in threads:
             t.join(timeout=10.0)
 
     def last_results(self) -> list[FrameResult]:
-        """Each stream's newest result."""
+        """Each of user 0's streams' newest result (the frames drawn by ``--show`` are user 0's)."""
         with self._lock:
-            return [s.last for s in self.stats.values() if s.last is not None]
+            return [st.last for s in self.streams if s.user == 0 and (st := self.stats[s.name]).last is not None]
 
 
 def frame_source(args: argparse.Namespace) -> tuple[Iterator[np.ndarray], str]:
@@ -270,7 +338,7 @@ def main_from_args(args: argparse.Namespace) -> int:
     frames, source = frame_source(args)
     with edgert.Runtime(delegates=demo_delegates(getattr(args, "delegates", "auto")), scheduler=args.scheduler,
                         offload=offload, trace=args.trace, cpu_workers=args.cpu_workers) as rt:
-        session = XRSession(rt, models_dir=_models_dir(args))
+        session = XRSession(rt, models_dir=_models_dir(args), users=getattr(args, "users", 1))
         writer = ShowWriter(args.show, session) if args.show else None
         title = f"edgert xr-demo: scheduler {rt.scheduler} on {', '.join(rt.processors)}, {source}"
         live = _live_display(args, total)

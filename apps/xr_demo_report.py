@@ -36,7 +36,9 @@ class _SessionLike(Protocol):
 
 
 def summarize(stats: dict[str, dict[str, Any]], seconds: float, session: _SessionLike) -> dict[str, Any]:
-    """Per model (fps, deadline-met %, p50/p99 ms, placement) and per stream (frames on time, detector runs)."""
+    """Per model (fps, deadline-met %, p50/p99 ms, placement) and per stream (frames on time, ``found_mean``:
+    instances found per processed frame, detector runs, and what the frames' budgets decided: ``frames_shed``,
+    ``optional_skipped`` by reason, ``variants``: requests per model variant)."""
     per_model = {}
     for name, s in stats.items():
         done = s["ok"] + s["late"]
@@ -44,14 +46,25 @@ def summarize(stats: dict[str, dict[str, Any]], seconds: float, session: _Sessio
                            "deadline_met_pct": 100.0 * (s["slo_met_rate"] or 0.0)}
     per_stream = {}
     for name, st in session.stats.items():
-        counts: dict[str, Any] = next(iter(session.pipes[name].counts().values()), {})
+        pipe = session.pipes[name]
+        counts: dict[str, Any] = next(iter(pipe.counts().values()), {})
+        if hasattr(pipe, "elastic_counts"):
+            counts.update(pipe.elastic_counts())
         lat = np.asarray(st.latencies_ms) if st.latencies_ms else np.zeros(1)
         per_stream[name] = {"frames": st.frames, "on_time": st.on_time,
                             "on_time_pct": 100.0 * st.on_time / st.frames if st.frames else 0.0,
+                            "found_mean": found_mean(st),
                             "p50_ms": float(np.percentile(lat, 50)), "p99_ms": float(np.percentile(lat, 99)),
                             "failed": getattr(st, "failed", 0), "first_failure": getattr(st, "first_failure", ""),
                             **counts}
     return {"seconds": seconds, "per_model": per_model, "per_stream": per_stream}
+
+
+def found_mean(st: Any) -> float:
+    """Instances found (hands, faces, poses; 1 per mask) per processed frame: a frame shed whole by its
+    budget was not processed (as a frame a latest-frame loop skips), and counts in ``frames_shed``."""
+    processed = st.frames - getattr(st, "shed", 0)
+    return getattr(st, "found", 0) / processed if processed > 0 else 0.0
 
 
 _DROPPED_PREFIX = re.compile(r"^request for model '[^']*' was dropped: ")
@@ -193,6 +206,21 @@ def reason_footer(summary: dict[str, Any]) -> list[str]:
     return ["failed or dropped, by reason:", *lines] if lines else []
 
 
+def budget_lines(name: str, s: dict[str, Any], total: int) -> list[str]:
+    """What the frames' budgets decided for one stream: instances found per frame, how often each model
+    variant ran, optional detector runs skipped (by reason) and frames shed whole (wrapped to ``total``)."""
+    bits = [f"found/frame {s.get('found_mean', 0.0):.2f}"]
+    variants = s.get("variants") or {}
+    if len(variants) > 1 or any(v.endswith("_lite") for v in variants):
+        bits.append("ran " + ", ".join(f"{k} x{n}" for k, n in sorted(variants.items())))
+    skipped = s.get("optional_skipped") or {}
+    if skipped:
+        bits.append("optional search skipped: " + ", ".join(f"{k} x{n}" for k, n in skipped.items()))
+    if s.get("frames_shed"):
+        bits.append(f"shed whole x{s['frames_shed']}")
+    return textwrap.wrap(f"{name}: " + "; ".join(bits), total, initial_indent="  ", subsequent_indent="    ")
+
+
 def report_text(summary: dict[str, Any], processors: Sequence[str], title: str, total: int) -> str:
     """The model table (reasons under it), the stream table, each stream's frames on time, the cloud."""
     parts = [model_table(summary, processors, title, total, footer=reason_footer(summary)), "",
@@ -205,6 +233,7 @@ def report_text(summary: dict[str, Any], processors: Sequence[str], title: str, 
     parts += [line for name, m in summary["per_model"].items() for d, why in m.get("excluded", {}).items()
               for line in textwrap.wrap(f"  {name}: {d} excluded by the model's tolerance: {why}", total,
                                         subsequent_indent="    ")]
+    parts += [x for name, s in summary["per_stream"].items() for x in budget_lines(name, s, total)]
     line = cloud_line(summary.get("cloud"))
     if line:
         parts += ["", *textwrap.wrap(line, total, subsequent_indent="  ")]

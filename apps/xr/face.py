@@ -82,6 +82,10 @@ class FaceTracker(DetectAndTrack[Face]):
                  max_faces: int = 1, tracking: bool = True, detect_every: int = 1) -> None:
         super().__init__(detector, max_faces, tracking, detect_every)
         self.mesh, self.iris = mesh, iris
+        self.landmarks = [mesh]
+
+    def _landmark_chain(self, cheapest: bool = False) -> list[str]:
+        return [self.mesh.name, *([self.iris.name] if self.iris is not None else [])]
 
     def _detector_input(self, frame: np.ndarray) -> np.ndarray:
         return roi.crop(frame, roi.letterbox_rect(*frame.shape[:2]), DETECT_SIZE, DETECT_SIZE, -1.0, 1.0,
@@ -97,7 +101,7 @@ class FaceTracker(DetectAndTrack[Face]):
     def _submit_mesh(self, frame: np.ndarray, r: roi.Rect, run: Runner, faces: list[Face],
                      after: edgert.Result | None) -> None:
         x = roi.crop(frame, r, MESH_SIZE, MESH_SIZE, 0.0, 1.0)
-        run.submit("face_landmark", self.mesh, x, lambda res: self._on_mesh(frame, res, r, run, faces),
+        run.submit("face_landmark", self._landmark(run), x, lambda res: self._on_mesh(frame, res, r, run, faces),
                    after=after)
 
     def _on_mesh(self, frame: np.ndarray, res: edgert.Result, r: roi.Rect, run: Runner,

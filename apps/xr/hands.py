@@ -19,6 +19,9 @@ from apps.xr.stages import Runner, outputs
 from apps.xr.tracking import DetectAndTrack
 
 PALM_MODEL, LANDMARK_MODEL = "palm_detection_full", "hand_landmark_full"
+#: The lighter variants in the same wheel (same inputs, anchors and outputs; less accurate), run by
+#: an elastic pipeline when the full model would make a frame miss its deadline.
+PALM_LITE, LANDMARK_LITE = "palm_detection_lite", "hand_landmark_lite"
 PALM_SIZE = 192            # ImageToTensorCalculator: 192×192, keep_aspect_ratio, BORDER_ZERO, [0, 1]
 LANDMARK_SIZE = 224        # ImageToTensorCalculator: 224×224, [0, 1]
 PALM_ANCHORS = AnchorOptions(192, 0.1484375, 0.75, (8, 16, 16, 16))   # SsdAnchorsCalculator → 2016
@@ -72,7 +75,8 @@ class HandTracker(DetectAndTrack[Hand]):
     """The hand stream of one camera: detector when needed, a landmark request per ROI.
 
     Args:
-        palm / landmark: the loaded models (``palm_detection_full``, ``hand_landmark_full``).
+        palm / landmark: the loaded models (``palm_detection_full``, ``hand_landmark_full``), or each a list
+            of variants, most accurate first (``[…_full, …_lite]``): the frame's budget picks one.
         max_hands: most hands reported.
         tracking: False = static-image mode (detector on every frame).
         detect_every: while fewer than ``max_hands`` are tracked, run the detector on every
@@ -81,10 +85,11 @@ class HandTracker(DetectAndTrack[Hand]):
 
     detector_stage = "palm_detection"
 
-    def __init__(self, palm: edgert.Model, landmark: edgert.Model, max_hands: int = 2,
-                 tracking: bool = True, detect_every: int = 1) -> None:
+    def __init__(self, palm: edgert.Model | list[edgert.Model], landmark: edgert.Model | list[edgert.Model],
+                 max_hands: int = 2, tracking: bool = True, detect_every: int = 1) -> None:
         super().__init__(palm, max_hands, tracking, detect_every)
-        self.landmark = landmark
+        self.landmarks = list(landmark) if isinstance(landmark, list) else [landmark]
+        self.landmark = self.landmarks[0]
 
     def _detector_input(self, frame: np.ndarray) -> np.ndarray:
         return roi.crop(frame, roi.letterbox_rect(*frame.shape[:2]), PALM_SIZE, PALM_SIZE, 0.0, 1.0,
@@ -96,7 +101,7 @@ class HandTracker(DetectAndTrack[Hand]):
     def _submit_landmarks(self, frame: np.ndarray, r: roi.Rect, run: Runner, hands: list[Hand],
                           after: edgert.Result | None) -> None:
         x = roi.crop(frame, r, LANDMARK_SIZE, LANDMARK_SIZE, 0.0, 1.0)
-        run.submit("hand_landmark", self.landmark, x, lambda res: self._on_landmarks(res, r, hands), after=after)
+        run.submit("hand_landmark", self._landmark(run), x, lambda res: self._on_landmarks(res, r, hands), after=after)
 
     def _on_landmarks(self, res: edgert.Result, r: roi.Rect, hands: list[Hand]) -> None:
         out = outputs(res)

@@ -83,6 +83,7 @@ class PoseTracker(DetectAndTrack[Pose]):
     def __init__(self, detector: edgert.Model, landmark: edgert.Model, tracking: bool = True) -> None:
         super().__init__(detector, 1, tracking)
         self.landmark = landmark
+        self.landmarks = [landmark]
 
     def _detector_input(self, frame: np.ndarray) -> np.ndarray:
         return roi.crop(frame, roi.letterbox_rect(*frame.shape[:2]), DETECT_SIZE, DETECT_SIZE, -1.0, 1.0,
@@ -95,7 +96,7 @@ class PoseTracker(DetectAndTrack[Pose]):
     def _submit_landmarks(self, frame: np.ndarray, r: roi.Rect, run: Runner, poses: list[Pose],
                           after: edgert.Result | None) -> None:
         x = roi.crop(frame, r, LANDMARK_SIZE, LANDMARK_SIZE, 0.0, 1.0)
-        run.submit("pose_landmark", self.landmark, x, lambda res: self._on_landmarks(res, r, poses), after=after)
+        run.submit("pose_landmark", self._landmark(run), x, lambda res: self._on_landmarks(res, r, poses), after=after)
 
     def _on_landmarks(self, res: edgert.Result, r: roi.Rect, poses: list[Pose]) -> None:
         out = outputs(res)

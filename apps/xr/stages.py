@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import edgert
+from apps.xr.budget import FrameBudget
 
 
 @dataclass(slots=True)
@@ -28,6 +29,9 @@ class StageInfo:
         latency_ms: the slowest request's end-to-end latency (ms; 0 when none ran).
         runs: requests submitted (one per hand / face / eye).
         error: ``"ValueError: …"`` when code of ours on this stage raised (the first such), else "".
+        model: the model (variant) the stage's last request ran ("" when none ran).
+        reason: why the stage did not run, when it was skipped by the frame's budget (an optional
+            stage without time or spare capacity, or a whole frame shed); "" otherwise.
     """
 
     ran: bool = False
@@ -36,6 +40,8 @@ class StageInfo:
     latency_ms: float = 0.0
     runs: int = 0
     error: str = ""
+    model: str = ""
+    reason: str = ""
 
 
 #: Where a raising continuation's traceback goes, at DEBUG: the frame's result and the demo's summary name
@@ -49,7 +55,9 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
 
 
-_RANK = {"skipped": -1, "ok": 0, "late": 1, "dropped": 2, "failed": 3}
+#: ``shed``: the whole frame was shed before any of its requests was submitted (it never counts
+#: as on time).
+_RANK = {"skipped": -1, "ok": 0, "late": 1, "dropped": 2, "shed": 2, "failed": 3}
 
 OnDone = Callable[[edgert.Result], None]
 
@@ -61,18 +69,28 @@ class Runner:
     streams overlap on the runtime's workers while each cascade keeps its order.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, budget: FrameBudget | None = None) -> None:
         self.stages: dict[str, StageInfo] = {}
+        self.budget = budget
         self._pending: dict[Future[edgert.Result], tuple[str, OnDone]] = {}
 
-    def skip(self, stage: str) -> None:
-        """Record that ``stage`` did not run on this frame (unless it already did)."""
-        self.stages.setdefault(stage, StageInfo())
+    def skip(self, stage: str, reason: str = "") -> None:
+        """Record that ``stage`` did not run on this frame (unless it already did), and why if a budget said so."""
+        info = self.stages.setdefault(stage, StageInfo())
+        if reason and not info.ran:
+            info.reason = reason
+
+    def shed(self, stage: str, reason: str) -> None:
+        """Record that ``stage``'s frame was shed as a whole (``reason``): nothing of it was submitted."""
+        info = self.stages.setdefault(stage, StageInfo())
+        info.status, info.reason = "shed", reason
 
     def submit(self, stage: str, model: edgert.Model, x: np.ndarray, then: OnDone,
                after: edgert.Result | None = None) -> None:
         """Submit ``x`` to ``model`` as ``stage``; ``then(result)`` runs when it finishes."""
         fut = model.submit(x, after=after)
+        if self.budget is not None:
+            self.budget.ledger.track(fut, model.name)
         self._pending[fut] = (stage, then)
 
     def _note(self, stage: str, res: edgert.Result) -> None:
@@ -82,6 +100,7 @@ class Runner:
         if _RANK[res.status] >= _RANK[info.status]:
             info.status = res.status
         info.processor = res.processor or info.processor
+        info.model = res.model
         info.latency_ms = max(info.latency_ms, res.latency_ms)
 
     def fail(self, stage: str, exc: BaseException) -> None:

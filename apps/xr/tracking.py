@@ -20,12 +20,15 @@ next frame to the detector, which would cost more work exactly when the device h
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 import edgert
 from apps.xr import roi
+from apps.xr.budget import FrameBudget
 from apps.xr.stages import Runner, outputs
 
 ASSOCIATION_MIN = 0.5   # AssociationNormRectCalculator min_similarity_threshold
@@ -40,14 +43,21 @@ class DetectAndTrack(Generic[T]):
 
     Attributes:
         detector_runs: frames on which the detector ran.
-        frames_tracked: frames on which tracking held (the detector was skipped).
+        frames_tracked: frames on which the detector was skipped (tracking held, or its optional search
+            for one more instance had no time).
+        optional_skipped: optional detector runs skipped, by reason class (``no time``, ``no spare capacity``).
+        frames_shed: frames shed whole by their budget (nothing submitted).
+        variant_runs: requests submitted per model variant (detector and landmark stages).
     """
 
     #: The detector's stage name in :attr:`FrameResult.stages`.
     detector_stage = "detection"
 
-    def __init__(self, detector: edgert.Model, max_instances: int, tracking: bool, detect_every: int = 1) -> None:
-        self.detector = detector
+    def __init__(self, detector: edgert.Model | Sequence[edgert.Model], max_instances: int, tracking: bool,
+                 detect_every: int = 1) -> None:
+        self.detectors = list(detector) if isinstance(detector, Sequence) else [detector]
+        self.detector = self.detectors[0]
+        self.landmarks: list[edgert.Model] = []   # the landmark stage's variants, most accurate first
         self.max_instances, self.tracking, self.detect_every = max_instances, tracking, max(1, detect_every)
         self._rois: list[roi.Rect] = []
         self._unseen_for: dict[int, int] = {}   # id(region) -> frames in a row it went unlooked-at
@@ -55,28 +65,91 @@ class DetectAndTrack(Generic[T]):
         self._frames = 0
         self.detector_runs = 0
         self.frames_tracked = 0
+        self.optional_skipped: Counter[str] = Counter()
+        self.frames_shed = 0
+        self.variant_runs: Counter[str] = Counter()
 
     def reset(self) -> None:
         """Forget what is tracked (the next frame runs the detector)."""
         self._rois = []
         self._unseen_for = {}
 
-    def start(self, frame: np.ndarray, run: Runner, found: list[T]) -> None:
-        """Submit this frame's requests; what the landmark stages find is appended to ``found``."""
-        tracked = list(self._rois) if self.tracking else []
+    def _begin(self) -> list[roi.Rect]:
+        tracked: list[roi.Rect] = []
+        for r in (self._rois if self.tracking else []):   # AssociationNormRectCalculator over the tracked
+            if all(roi.similarity(r, k) <= ASSOCIATION_MIN for k in tracked):   # regions: two on one subject
+                tracked.append(r)                                                # (e.g. after a drop) merge
         self._rois = []
         self._ages, self._unseen_for = self._unseen_for, {}   # only regions now in ``tracked`` are in it
-        detect = len(tracked) < self.max_instances and (not tracked or self._frames % self.detect_every == 0)
         self._frames += 1
+        return tracked
+
+    def required_ms(self, budget: FrameBudget) -> tuple[float, float]:
+        """(work, critical path) in expected ms of this frame's required stages at their cheapest variants:
+        a landmark chain per tracked region, or the detector and one landmark chain when none is tracked."""
+        chain = budget.cost_ms(self._landmark_chain(cheapest=True))
+        n = len(self._rois) if self.tracking else 0
+        if n:
+            return n * chain, chain
+        det = min(budget.ledger.cost_ms(m.name) for m in self.detectors)
+        return det + chain, det + chain
+
+    def shed(self, run: Runner, reason: str) -> None:
+        """Shed this frame whole: nothing is submitted; tracked regions go on unlooked-at (:meth:`_unseen`)."""
+        for r in self._begin():
+            self._unseen(r)
+        self.frames_shed += 1
+        run.shed(self.detector_stage, reason)
+
+    def start(self, frame: np.ndarray, run: Runner, found: list[T]) -> None:
+        """Submit this frame's requests; what the landmark stages find is appended to ``found``.
+
+        With a budget (``run.budget``), a detector run while some regions are tracked is optional (the
+        search for one more instance): it runs only when the frame has time and the workers spare
+        capacity for it (after this frame's required landmark requests are counted), else it is skipped
+        with the reason; and the detector's variant is the most accurate that fits the frame.
+        """
+        tracked = self._begin()
+        detect = len(tracked) < self.max_instances and (not tracked or (self._frames - 1) % self.detect_every == 0)
         for r in tracked:
             self._submit_landmarks(frame, r, run, found, None)
         if not detect:
             self.frames_tracked += 1
             run.skip(self.detector_stage)
             return
+        detector = self.detector
+        if run.budget is not None:
+            downstream = run.budget.cost_ms(self._landmark_chain(cheapest=True))
+            if tracked:
+                cheapest = min(run.budget.ledger.cost_ms(m.name) for m in self.detectors)
+                why = run.budget.optional(cheapest + downstream)
+                if why is not None:
+                    self.frames_tracked += 1
+                    self.optional_skipped[why.split(":")[0]] += 1
+                    run.skip(self.detector_stage, f"optional search skipped: {why}")
+                    return
+            detector = self._pick(run, self.detectors, downstream)
         self.detector_runs += 1
-        run.submit(self.detector_stage, self.detector, self._detector_input(frame),
+        self.variant_runs[detector.name] += 1
+        run.submit(self.detector_stage, detector, self._detector_input(frame),
                    lambda res: self._on_detections(frame, res, tracked, run, found))
+
+    def _pick(self, run: Runner, variants: list[edgert.Model], downstream_ms: float = 0.0) -> edgert.Model:
+        """The most accurate of ``variants`` that fits the frame's budget (the first without a budget)."""
+        if len(variants) == 1 or run.budget is None:
+            return variants[0]
+        name = run.budget.pick([m.name for m in variants], downstream_ms)
+        return next(m for m in variants if m.name == name)
+
+    def _landmark(self, run: Runner, downstream_ms: float = 0.0) -> edgert.Model:
+        """The landmark variant to submit now (counted in :attr:`variant_runs`)."""
+        m = self._pick(run, self.landmarks, downstream_ms)
+        self.variant_runs[m.name] += 1
+        return m
+
+    def _landmark_chain(self, cheapest: bool = False) -> list[str]:
+        """Model names of one region's landmark chain (the cheapest landmark variant when ``cheapest``)."""
+        return [(self.landmarks[-1] if cheapest else self.landmarks[0]).name] if self.landmarks else []
 
     def _on_detections(self, frame: np.ndarray, res: edgert.Result, tracked: list[roi.Rect], run: Runner,
                        found: list[T]) -> None:

@@ -29,20 +29,25 @@ def test_xr_demo_runs_and_reports(tmp_path, mediapipe_dir):
     for name, m in models.items():
         assert m["requests"] == m["ok"] + m["late"] + m["dropped"] + m["failed"], name
         assert m["failed"] == 0, name
-    assert models["palm_detection_full"]["requests"] >= 30  # 30 fps for 3 s on a busy 2-core host
+    hands = summary["per_stream"]["hands"]
+    # nothing to track: every hands frame not shed whole runs the palm detector (full or lite), once
+    palm = sum(models.get(n, {"requests": 0})["requests"] for n in ("palm_detection_full", "palm_detection_lite"))
+    assert palm == hands["detector_runs"] == hands["frames"] - hands["frames_shed"] >= 1, (palm, hands)
     # the synthetic camera shows no hand: the landmark stage is never submitted
-    assert models.get("hand_landmark_full", {"requests": 0})["requests"] == 0
+    for n in ("hand_landmark_full", "hand_landmark_lite"):
+        assert models.get(n, {"requests": 0})["requests"] == 0
     lines = [json.loads(x) for x in trace.read_text().splitlines()]
     assert {x["model"] for x in lines} >= {"palm_detection_full", "selfie_segmentation"}
-    assert summary["per_stream"]["hands"]["detector_runs"] == summary["per_stream"]["hands"]["frames"]
     assert "traceEvents" in json.loads(tl.read_text())
     assert "frames whose whole cascade met its deadline" in proc.stdout
 
 
 @pytest.mark.slow
 def test_xr_demo_default_camera_finds_and_tracks_every_stream(tmp_path, mediapipe_dir):
-    """The default sample scene holds a face, a person and a hand: every landmark stage runs, and
-    tracking holds the face and the pose (their detectors run on a few frames only)."""
+    """The default sample scene holds a face, a person and a hand. What the pipeline must do whatever the
+    host's speed (how many frames make their deadline is the benchmarks' business, not this test's):
+    every processed frame is detected, tracked or shed whole; every request ends with one status; a
+    stream that found its subject on two frames tracked it (its detector skipped) on at least one."""
     out = tmp_path / "summary.json"
     proc = subprocess.run(
         [sys.executable, "-m", "edgert.cli", "run", "xr-demo", "--seconds", "3", "--quiet",
@@ -50,11 +55,38 @@ def test_xr_demo_default_camera_finds_and_tracks_every_stream(tmp_path, mediapip
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(out.read_text())
     models, streams = summary["per_model"], summary["per_stream"]
-    for landmark in ("hand_landmark_full", "face_landmark", "iris_landmark", "pose_landmark_full"):
-        assert models[landmark]["requests"] >= 20, (landmark, models[landmark])
-    for name in ("face", "pose"):
-        assert streams[name]["detector_runs"] <= 5 < streams[name]["frames"], (name, streams[name])
+    assert set(streams) == {"hands", "face", "pose", "segmentation"}
+    for name, m in models.items():
+        assert m["requests"] == m["ok"] + m["late"] + m["dropped"] + m["failed"], name
+        assert m["failed"] == 0, name
+    for name in ("hands", "face", "pose"):
+        s = streams[name]
+        assert s["frames"] > 0 and s["detector_runs"] + s["frames_tracked"] + s["frames_shed"] == s["frames"], s
+        if round(s["found_mean"] * (s["frames"] - s["frames_shed"])) >= 2:
+            assert s["frames_tracked"] >= 1, (name, s)
+        assert 0.0 <= s["found_mean"] <= (2 if name == "hands" else 1), s
+    assert streams["segmentation"]["found_mean"] <= 1.0
     assert "sample scene" in proc.stdout
+
+
+@pytest.mark.slow
+def test_xr_demo_users_name_each_users_streams_and_count_what_they_find(tmp_path, mediapipe_dir):
+    """--users 2: every stream once per user (hands#0 … segmentation#1), each with found_mean."""
+    out = tmp_path / "summary.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "edgert.cli", "run", "xr-demo", "--seconds", "2", "--quiet", "--users", "2",
+         "--models-dir", str(mediapipe_dir), "--json", str(out)], capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    streams = json.loads(out.read_text())["per_stream"]
+    assert set(streams) == {f"{s}#{k}" for s in ("hands", "face", "pose", "segmentation") for k in (0, 1)}
+    assert all(s["frames"] > 0 and "found_mean" in s for s in streams.values()), streams
+    assert "hands#1" in proc.stdout
+
+
+def test_xr_demo_users_must_be_a_whole_number_of_at_least_one():
+    proc = subprocess.run([sys.executable, "-m", "edgert.cli", "run", "xr-demo", "--users", "0"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--users" in proc.stderr and "must be >= 1" in proc.stderr
 
 
 def test_unknown_app_says_did_you_mean():

@@ -1,0 +1,207 @@
+"""Pricing a frame's work by its deadline: frame-level jobs, optional stages and model variants.
+
+The runtime prices one request at a time; a cascade priced that way can lose its second half
+after its first has used the CPU, and a stage that is nice to have (the palm detector's search
+for a second hand while one is tracked) competes with stages a frame cannot do without. This
+module prices in the app's pipeline layer, over the runtime's public figures
+(``rt.estimator.expected_ms``, ``rt.now_ms``, the frame's absolute deadline):
+
+* :class:`Ledger` (one per runtime, shared by every :class:`apps.xr.Pipelines` on it): the
+  expected ms of the requests submitted and not yet finished (the backlog), and the service ms
+  the runtime's workers spent on them over the last :data:`WINDOW_MS` (how busy the host is).
+* :class:`FrameBudget` (one per ``Pipelines.process`` call with a deadline): whether a chain of
+  stages fits what is left of the frame (``fits``), which variant of a model to run
+  (``pick``: the most accurate that fits, else the cheapest), and whether an optional stage may
+  run (``optional``: it must fit *and* leave the workers the room required work needs).
+
+The finish estimate of ``cost_ms`` submitted now is ``now + backlog / workers + cost_ms``: the
+work ahead of it spread over the workers, then its own critical path. It is an estimate, so a
+frame admitted may still finish late; the runtime's own policy still decides every request.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import deque
+from collections.abc import Sequence
+from concurrent.futures import Future
+
+import edgert
+
+#: Window (ms) over which the workers' recent busy share is measured.
+WINDOW_MS = 500.0
+#: Optional work runs only while the workers were busy less than this share of the window, so
+#: that the work it adds cannot push required work of the next frames past their deadlines.
+OPTIONAL_BUSY_MAX = 0.55
+#: Fraction of what is left of a frame that a chain's estimate may fill (estimates are means).
+SLACK = 0.9
+#: While the workers were busy more than this share of the last WINDOW_MS, the frame jobs admitted over
+#: the last frame span may claim this share of the workers' time; a job that
+#: would take the admitted work past it is shed whole, unless it costs no more than the mean job priced lately
+#: (so the costliest frames are shed first, which keeps the most frames): the frames kept then finish
+#: instead of every frame finishing late (the pipelines' own Python work and the workers' contention
+#: use the rest).
+ADMIT_UTIL_MAX = 0.75
+#: Expected ms of a model not yet measured (before its first run on any worker).
+UNKNOWN_MS = 10.0
+
+_LEDGERS: weakref.WeakKeyDictionary[edgert.Runtime, Ledger] = weakref.WeakKeyDictionary()
+
+
+class Ledger:
+    """One runtime's outstanding and recent work, as the XR pipelines submitted it (thread-safe)."""
+
+    def __init__(self, rt: edgert.Runtime) -> None:
+        self.rt = rt
+        self.workers = max(1, sum(p != "cloud" for p in rt.processors))
+        self.backlog_ms = 0.0
+        self._lock = threading.Lock()
+        self._done: deque[tuple[float, float]] = deque()   # (end ms, service ms)
+        self._admitted: deque[tuple[float, float]] = deque()   # (admission ms, expected work ms)
+        self._offered: deque[tuple[float, float]] = deque()    # the same for every job priced, shed or not
+
+    @staticmethod
+    def of(rt: edgert.Runtime) -> Ledger:
+        """The runtime's ledger (made on first use)."""
+        led = _LEDGERS.get(rt)
+        if led is None:
+            led = _LEDGERS.setdefault(rt, Ledger(rt))
+        return led
+
+    def cost_ms(self, model: str) -> float:
+        """Expected ms of one request of ``model`` on its fastest worker (:data:`UNKNOWN_MS` if unmeasured)."""
+        exp = self.rt.estimator.expected_ms
+        vals = [v for p in self.rt.processors if (v := exp(model, p)) is not None]
+        return min(vals) if vals else UNKNOWN_MS
+
+    def track(self, fut: Future[edgert.Result], model: str) -> None:
+        """Count ``fut``'s expected ms in the backlog until it finishes, then its service ms as recent work."""
+        cost = self.cost_ms(model)
+        with self._lock:
+            self.backlog_ms += cost
+
+        def finished(f: Future[edgert.Result]) -> None:
+            res = f.result()
+            now = self.rt.now_ms()
+            service = max(0.0, res.latency_ms - res.queued_ms) if res.status in ("ok", "late") else 0.0
+            with self._lock:
+                self.backlog_ms = max(0.0, self.backlog_ms - cost)
+                self._done.append((now, service))
+        fut.add_done_callback(finished)
+
+    def busy_share(self) -> float:
+        """Share of the workers' time (0‥1+) spent on this runtime's XR requests over the last WINDOW_MS."""
+        now = self.rt.now_ms()
+        with self._lock:
+            while self._done and self._done[0][0] < now - WINDOW_MS:
+                self._done.popleft()
+            total = sum(s for _, s in self._done)
+        return total / (WINDOW_MS * self.workers)
+
+    def admitted_ms(self, span_ms: float) -> tuple[float, float]:
+        """Expected work (ms) of the frame jobs admitted over the last ``span_ms``, and the mean work of those
+        priced over the last WINDOW_MS (admitted or shed; 0 when none)."""
+        now = self.rt.now_ms()
+        with self._lock:
+            for q in (self._admitted, self._offered):
+                while q and q[0][0] < now - WINDOW_MS:
+                    q.popleft()
+            have = sum(w for t, w in self._admitted if t >= now - span_ms)
+            mean = sum(w for _, w in self._offered) / len(self._offered) if self._offered else 0.0
+        return have, mean
+
+    def offer(self, work_ms: float) -> None:
+        """Record a frame job of ``work_ms`` expected work priced now (admitted or not)."""
+        with self._lock:
+            self._offered.append((self.rt.now_ms(), work_ms))
+
+    def admit(self, work_ms: float) -> None:
+        """Record a frame job of ``work_ms`` expected work admitted now."""
+        with self._lock:
+            self._admitted.append((self.rt.now_ms(), work_ms))
+
+    def finish_ms(self, chain_ms: float) -> float:
+        """When a chain of ``chain_ms`` (its critical path) submitted now is expected to finish (runtime ms)."""
+        with self._lock:
+            backlog = self.backlog_ms
+        return self.rt.now_ms() + backlog / self.workers + chain_ms
+
+
+class FrameBudget:
+    """What is left of one frame: prices chains, picks variants, admits optional stages.
+
+    Args:
+        ledger: the runtime's :class:`Ledger`.
+        deadline_ms: the frame's absolute deadline (runtime ms); ``inf``: no deadline (everything fits,
+            the most accurate variant always runs, optional stages always run).
+        lean: required work only: the cheapest variants, no optional stage (a rescued frame).
+    """
+
+    def __init__(self, ledger: Ledger, deadline_ms: float, lean: bool = False) -> None:
+        self.ledger = ledger
+        self.deadline_ms = deadline_ms
+        self.lean = lean
+        self.start_ms = ledger.rt.now_ms()
+
+    @property
+    def timed(self) -> bool:
+        """The frame has a deadline."""
+        return self.deadline_ms != float("inf")
+
+    def cost_ms(self, models: Sequence[str]) -> float:
+        """Expected ms of running ``models`` one after the other."""
+        return sum(self.ledger.cost_ms(m) for m in models)
+
+    def left_ms(self, slack: float = SLACK) -> float:
+        """Ms the estimate says would be left after the current backlog (negative: already over)."""
+        return slack * (self.deadline_ms - self.start_ms) - (self.ledger.finish_ms(0.0) - self.start_ms)
+
+    def fits(self, chain_ms: float, slack: float = SLACK) -> bool:
+        """A chain of ``chain_ms`` submitted now is expected to finish within ``slack`` of the frame."""
+        if not self.timed:
+            return True
+        return self.ledger.finish_ms(chain_ms) - self.start_ms <= slack * (self.deadline_ms - self.start_ms)
+
+    def pick(self, variants: Sequence[str], downstream_ms: float = 0.0) -> str:
+        """The first (most accurate) of ``variants`` that fits, else the cheapest.
+
+        The last variant is the one the stage needs; running a more accurate one instead is an upgrade,
+        priced as optional work: its cost plus ``downstream_ms`` must fit the frame and the workers must
+        have spare capacity (so the upgrade never makes another stream's required work late)."""
+        if not self.timed:
+            return variants[0]
+        spare = not self.lean and self.ledger.busy_share() <= OPTIONAL_BUSY_MAX
+        for v in variants[:-1]:
+            if spare and self.fits(self.ledger.cost_ms(v) + downstream_ms):
+                return v
+        return min(variants, key=self.ledger.cost_ms)
+
+    def over_capacity(self, work_ms: float) -> str:
+        """Why admitting a frame job of ``work_ms`` would take the work admitted over the last frame span past
+        :data:`ADMIT_UTIL_MAX` of the workers ("" when it would not, or without a deadline)."""
+        if not self.timed:
+            return ""
+        busy = self.ledger.busy_share()
+        if busy <= ADMIT_UTIL_MAX:
+            return ""   # the workers keep up: estimates (means, inflated by contention) are no reason to shed
+        span = self.deadline_ms - self.start_ms
+        have, mean = self.ledger.admitted_ms(span)
+        cap = ADMIT_UTIL_MAX * self.ledger.workers * span
+        if have + work_ms <= cap or work_ms <= mean:
+            return ""   # fits, or no costlier than the mean job priced lately: the costliest frames go first
+        return (f"workers {100 * busy:.0f}% busy and {have + work_ms:.0f} ms of work admitted in {span:.0f} ms "
+                f"> {cap:.0f} ms of capacity")
+
+    def optional(self, chain_ms: float) -> str | None:
+        """None when an optional chain of ``chain_ms`` may run now, else why not (the skip's reason)."""
+        if not self.timed:
+            return None
+        if self.lean:
+            return "lean frame: required work only"
+        busy = self.ledger.busy_share()
+        if busy > OPTIONAL_BUSY_MAX:
+            return f"no spare capacity: workers {100 * busy:.0f}% busy > {100 * OPTIONAL_BUSY_MAX:.0f}%"
+        if not self.fits(chain_ms):
+            return f"no time: needs {chain_ms:.1f} ms, {max(0.0, self.left_ms()):.1f} ms left"
+        return None

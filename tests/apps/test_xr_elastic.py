@@ -1,0 +1,153 @@
+"""Elastic work priced by the frame's deadline (apps.xr.budget), users per session, and what the
+pipelines must do on the moving sample scene whatever the host's speed.
+
+Budgets are made deterministic where a test needs a given decision: a deadline no run can meet
+(0.01 ms), one every run meets (10 s), and, where the test is about the decision and not the
+host, a test double for the ledger's figures (``monkeypatch`` on ``Ledger.cost_ms`` /
+``OPTIONAL_BUSY_MAX``), named as such.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import edgert
+from apps.xr import Pipelines, assets, budget
+from apps.xr.pipelines import MAX_SHED_STREAK
+from apps.xr_demo import STREAMS, USER_LAG_FRAMES, UserCameras, user_streams
+
+HOPELESS_MS = 0.01
+AMPLE_MS = 10_000.0
+
+
+@pytest.fixture(scope="module")
+def clip():
+    """The demo's moving sample scene, its first 30 frames."""
+    return list(itertools.islice(assets.sample_frames(), 30))
+
+
+def test_on_the_moving_scene_detectors_run_once_then_tracking_holds(rt, clip):
+    """What the pipeline must do on any host (no deadline: nothing is shed or dropped): one detector run
+    per stream, then every frame tracked; the hand, the face and the person found on every frame."""
+    px = Pipelines(rt, max_hands=1, max_faces=1, pose=True, segmentation=True)
+    for f in clip:
+        r = px.process(f)
+        assert (len(r.hands), len(r.faces), len(r.poses)) == (1, 1, 1), r.stages
+        assert r.mask is not None and r.mask.shape == f.shape[:2]
+    for name, c in px.counts().items():
+        assert c == {"detector_runs": 1, "frames_tracked": len(clip) - 1}, (name, c)
+
+
+def test_the_search_for_a_second_hand_is_optional_and_skipped_with_a_reason(rt, clip, monkeypatch):
+    """One hand in view, two allowed: while it is tracked the palm detector only searches for the second;
+    with no spare capacity (test double: the busy bar below zero) the search is skipped with the reason,
+    and the tracked hand is still found on every frame."""
+    monkeypatch.setattr(budget, "OPTIONAL_BUSY_MAX", -1.0)
+    px = Pipelines(rt, max_hands=2, max_faces=0, pose=False, segmentation=False)
+    results = [px.process(f, deadline_ms=AMPLE_MS) for f in clip[:10]]
+    assert all(len(r.hands) == 1 for r in results)
+    assert results[0].stages["palm_detection"].ran            # nothing tracked: required
+    for r in results[1:]:
+        palm = r.stages["palm_detection"]
+        assert not palm.ran and palm.reason.startswith("optional search skipped: no spare capacity"), palm
+    assert px.elastic_counts()["optional_skipped"] == {"no spare capacity": 9}
+    assert px.counts()["hands"] == {"detector_runs": 1, "frames_tracked": 9}
+
+
+def test_with_spare_capacity_and_time_the_optional_search_runs(rt, clip, monkeypatch):
+    monkeypatch.setattr(budget, "OPTIONAL_BUSY_MAX", float("inf"))
+    px = Pipelines(rt, max_hands=2, max_faces=0, pose=False, segmentation=False)
+    results = [px.process(f, deadline_ms=AMPLE_MS) for f in clip[:5]]
+    assert all(r.stages["palm_detection"].ran and len(r.hands) == 1 for r in results)
+
+
+def test_without_a_deadline_every_stage_runs_as_mediapipe_runs_it(rt, clip):
+    """No deadline, no budget: the palm detector searches on every frame while fewer than two hands are
+    tracked, full variants only (the mode compared with MediaPipe)."""
+    px = Pipelines(rt, max_hands=2, max_faces=0, pose=False, segmentation=False)
+    for f in clip[:5]:
+        r = px.process(f)
+        assert r.stages["palm_detection"].ran and r.stages["palm_detection"].model == "palm_detection_full"
+        assert r.stages["hand_landmark"].model == "hand_landmark_full"
+    assert set(px.elastic_counts()["variants"]) == {"palm_detection_full", "hand_landmark_full"}
+
+
+def test_the_lite_variant_runs_rather_than_miss_the_deadline(rt, clip, monkeypatch):
+    """Test double for the estimates: full variants cost more than the frame has, lite ones fit; the lite
+    hand models run and still find the hand."""
+    real = budget.Ledger.cost_ms
+    monkeypatch.setattr(budget.Ledger, "cost_ms",
+                        lambda self, m: 400.0 if m.endswith("_full") else real(self, m))
+    px = Pipelines(rt, max_hands=1, max_faces=0, pose=False, segmentation=False)
+    for f in clip[:5]:
+        r = px.process(f, deadline_ms=300.0)
+        assert len(r.hands) == 1 and r.stages["hand_landmark"].model == "hand_landmark_lite", r.stages
+    v = px.elastic_counts()["variants"]
+    assert v == {"palm_detection_lite": 1, "hand_landmark_lite": 5}, v
+
+
+@pytest.fixture
+def backlog(rt):
+    """Test double for a loaded host: the ledger's backlog set to ``ms`` (restored after the test)."""
+    led = budget.Ledger.of(rt)
+    saved = led.backlog_ms
+
+    def set_ms(ms: float) -> None:
+        led.backlog_ms = ms
+    yield set_ms
+    led.backlog_ms = saved
+
+
+def test_a_frame_the_backlog_makes_miss_is_shed_whole_and_tracking_survives(rt, clip, backlog):
+    """Priced as one job by its whole chain: nothing of the frame is submitted (no half frame), every stage
+    says why, and the tracked regions are kept for the next frame."""
+    px = Pipelines(rt, max_hands=1, max_faces=1, pose=True, segmentation=True)
+    px.process(clip[0])
+    before = {n: s["requests"] for n, s in rt.stats().items()}
+    backlog(1e6)
+    r = px.process(clip[1], deadline_ms=1000.0)
+    backlog(0.0)
+    assert r.shed.startswith("frame shed whole") and not (r.hands or r.faces or r.poses) and r.mask is None
+    assert {n: s["requests"] for n, s in rt.stats().items()} == before
+    assert {s.status for s in r.stages.values()} == {"shed"} and all(s.reason for s in r.stages.values())
+    again = px.process(clip[2])
+    assert not any(again.stages[d].ran for d in ("palm_detection", "face_detection", "pose_detection"))
+    assert (len(again.hands), len(again.faces), len(again.poses)) == (1, 1, 1)
+    assert px.elastic_counts()["frames_shed"] == 1
+
+
+def test_a_stream_is_never_starved_by_shedding(rt, clip, backlog):
+    """After MAX_SHED_STREAK frames shed in a row the next one runs whatever its price; a frame whose
+    chain alone is longer than its deadline is not shed either (shedding could never help it). Both are
+    rescued: run lean with RESCUE_DEADLINE_FACTOR times the deadline, the runtime deciding their requests."""
+    px = Pipelines(rt, max_hands=0, max_faces=0, pose=True, segmentation=False)
+    px.process(clip[0])
+    backlog(1e6)
+    shed = [bool(px.process(f, deadline_ms=1000.0).shed) for f in clip[1:1 + MAX_SHED_STREAK + 1]]
+    backlog(0.0)
+    assert shed == [True] * MAX_SHED_STREAK + [False]
+    assert px.elastic_counts()["frames_rescued"] == 1       # run lean, with a longer deadline
+    hopeless = px.process(clip[6], deadline_ms=HOPELESS_MS)
+    assert not hopeless.shed and hopeless.stages["pose_landmark"].status == "dropped"
+    assert px.elastic_counts()["frames_rescued"] == 2
+
+
+def test_user_streams_are_named_per_user():
+    assert [s.name for s in user_streams(1)] == [s.name for s in STREAMS] == ["hands", "face", "pose",
+                                                                               "segmentation"]
+    three = user_streams(3)
+    assert [s.name for s in three[:5]] == ["hands#0", "face#0", "pose#0", "segmentation#0", "hands#1"]
+    assert [s.user for s in three] == [k for k in range(3) for _ in STREAMS]
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(edgert.ConfigError, match="users must be a whole number"):
+            user_streams(bad)  # type: ignore[arg-type]
+
+
+def test_user_k_sees_the_source_40_k_frames_behind():
+    src = (np.full((2, 2, 3), i, np.uint8) for i in itertools.count())
+    cams = UserCameras(src, 3)
+    assert [int(f[0, 0, 0]) for f in cams.latest()] == [2 * USER_LAG_FRAMES, USER_LAG_FRAMES, 0]
+    assert [int(f[0, 0, 0]) for f in cams.advance()] == [2 * USER_LAG_FRAMES + 1, USER_LAG_FRAMES + 1, 1]
