@@ -43,7 +43,7 @@ from delegates.base import TOLERANCE, Artifact, Delegate  # noqa: E402
 from delegates.errors import EdgeRTError, ModelLoadError  # noqa: E402
 from delegates.registry import all_delegates  # noqa: E402
 from edgert import models as zoo  # noqa: E402
-from edgert._accuracy import REFERENCE, max_error  # noqa: E402
+from edgert._core._accuracy import REFERENCE, max_error  # noqa: E402
 from edgert.testing import genmodels  # noqa: E402
 
 XR_MODELS = ("palm_detection_full", "hand_landmark_full", "face_detection_short_range", "face_landmark",

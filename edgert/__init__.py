@@ -20,15 +20,15 @@ from edgert.errors import (
     RequestDropped,
     TraceError,
 )
-from edgert._frame import Frame
-from edgert._model import Model
-from edgert._result import Result
-from edgert._runtime import Runtime
+from edgert._core._frame import Frame
+from edgert._core._model import Model
+from edgert._core._result import Result
+from edgert._core._runtime import Runtime
 from edgert import errors, models
 
 __version__ = "0.1.0"
 
-# The public classes print as what users import (``edgert.Runtime``, not ``edgert._runtime.Runtime``), as
+# The public classes print as what users import (``edgert.Runtime``, not ``edgert._core._runtime.Runtime``), as
 # the error classes do (edgert/errors.py); pickling finds them here too.
 for _cls in (Frame, Model, Result, Runtime):
     _cls.__module__ = "edgert"

@@ -27,7 +27,7 @@ import numpy as np
 
 from delegates._native import host_summary
 from delegates.base import FORMATS, Artifact, Delegate, Session
-from edgert._memory import ResidentGrowth, give_back_freed
+from edgert._core._memory import ResidentGrowth, give_back_freed
 from edgert.errors import ConfigError, ModelLoadError
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import DeviceProfile, ProcessorSpec
@@ -106,7 +106,7 @@ def measure(delegate: Delegate, artifact: Artifact, runs: int = 50, warmup: int 
         raise ValueError(f"runs must be >= 1 and warmup >= 0 (got runs={runs}, warmup={warmup})")
     name = model or (artifact.path.stem if artifact.path is not None else "model")
     give_back_freed()   # what earlier sessions freed must not be counted as reused here
-    grew = ResidentGrowth().start()   # the model's resident share: one session opened and run (edgert._memory)
+    grew = ResidentGrowth().start()   # the model's resident share: one session opened and run (edgert._core._memory)
     session = delegate.open(artifact, threads=threads)
     try:
         feeds = example_feeds(session)

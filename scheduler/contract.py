@@ -1,6 +1,6 @@
 """The driver contract, once: what a policy's decision means to whatever runs it.
 
-Two drivers run the same policies: the live runtime (``edgert/_dispatch.py``) and
+Two drivers run the same policies: the live runtime (``edgert/_core/_dispatch.py``) and
 the simulator (``scheduler/sim/driver.py``). Each applies a decision in its own
 loop (the simulator's is its hot path), and each takes from here what every
 outcome means and how it is worded::

@@ -14,7 +14,7 @@ SOURCES = [p for d in ("edgert", "delegates", "scheduler", "recursion", "apps", 
 #: (same sections). Shrinks to empty as they land; a new file citing DESIGN.md fails.
 OLD_CITATIONS_PENDING = {
     "scheduler/sim/trace.py", "scheduler/sim/__init__.py", "scheduler/sim/metrics.py", "scheduler/sim/run.py",
-    "scheduler/sim/workload.py", "scheduler/types.py", "scheduler/profile.py", "edgert/_runtime.py",
+    "scheduler/sim/workload.py", "scheduler/types.py", "scheduler/profile.py", "edgert/_core/_runtime.py",
 }
 
 

@@ -7,7 +7,7 @@ files to a scratch directory, writes that copy's ``setup.cfg`` ``[mutmut]`` sect
     pip install mutmut==3.8.1 pytest-timeout
     python tools/mutation.py core            # or: policies, loaders, all
     python tools/mutation.py policies --dir /tmp/mut-policies --jobs 2
-    python tools/mutation.py core --sample 'edgert._stats*'   # only mutants matching a glob
+    python tools/mutation.py core --sample 'edgert._core._stats*'   # only mutants matching a glob
 
 Prints killed/total per group (a timeout counts as killed: the mutant hung the tests) and leaves
 the scratch copy for ``mutmut results`` / ``mutmut show NAME``.
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: group -> (files to mutate, tests that target them)
 GROUPS: dict[str, tuple[list[str], list[str]]] = {
-    "core": (["edgert/_dispatch.py", "edgert/_runtime.py", "edgert/_stats.py", "edgert/_result.py"],
+    "core": (["edgert/_core/_dispatch.py", "edgert/_core/_runtime.py", "edgert/_core/_stats.py", "edgert/_core/_result.py"],
              ["tests/edgert/test_runtime.py", "tests/edgert/test_runtime_results.py", "tests/edgert/test_stats.py",
               "tests/inputs/test_api.py", "tests/edgert/test_dispatch_units.py", "tests/edgert/test_runtime_close.py"]),
     "policies": (["scheduler/policies/*"],
@@ -37,7 +37,7 @@ GROUPS: dict[str, tuple[list[str], list[str]]] = {
                   "tests/scheduler/test_policy_mutants_overload.py", "tests/scheduler/test_policy_mutants_slots.py",
                   "tests/scheduler/test_policy_mutants_decide.py", "tests/scheduler/test_policy_mutants_streams.py",
                   "tests/scheduler/test_policy_mutants_band.py"]),
-    "loaders": (["scheduler/profile.py", "scheduler/sim/trace.py", "edgert/_loader.py"],
+    "loaders": (["scheduler/profile.py", "scheduler/sim/trace.py", "edgert/_core/_loader.py"],
                 ["tests/scheduler/test_sim_profiles.py", "tests/scheduler/test_sim_trace.py",
                  "tests/scheduler/test_trace_arrival.py", "tests/inputs/test_profiles.py",
                  "tests/inputs/test_traces.py", "tests/edgert/test_runtime.py",

@@ -85,7 +85,7 @@ def _devices(args: argparse.Namespace) -> int:
             why = why[:room - 1] + "…"
         rows.append((i.name, i.processor, i.backend, i.precision, "yes" if i.available else "no", why))
     n_ok = sum(i.available for i in infos)
-    from edgert._memory import pid_summary  # noqa: PLC0415
+    from edgert._core._memory import pid_summary  # noqa: PLC0415
     from edgert._power import power_counters  # noqa: PLC0415
 
     foot = [f"{n_ok} of {len(infos)} paths available here."

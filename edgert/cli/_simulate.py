@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from edgert._trace import handoff_samples, live_figures, read_outcomes, stage_gaps  # noqa: PLC0415
+    from edgert._core._trace import handoff_samples, live_figures, read_outcomes, stage_gaps  # noqa: PLC0415
     from scheduler.sim import Burst, SimConfig, run_simulation  # noqa: PLC0415
 
     _check_size(args)

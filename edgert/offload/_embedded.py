@@ -19,7 +19,7 @@ from edgert.offload._config import digest_of
 from edgert.offload._link import MqttLink
 
 if TYPE_CHECKING:
-    from edgert._model import LoadedModel
+    from edgert._core._model import LoadedModel
 
 #: How long ``offload="auto"`` waits for its local worker process to answer (s).
 AUTO_START_S = 60.0

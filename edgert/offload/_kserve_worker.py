@@ -23,8 +23,8 @@ from edgert.offload._kserve_config import KServeConfig, parse_kserve_url
 from edgert.offload._worker import CloudWorker
 
 if TYPE_CHECKING:
-    from edgert._model import LoadedModel
-    from edgert._runtime import Runtime
+    from edgert._core._model import LoadedModel
+    from edgert._core._runtime import Runtime
 
 log = logging.getLogger("edgert.offload")
 

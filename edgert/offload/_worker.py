@@ -42,12 +42,12 @@ from edgert.offload._config import CloudConfig, parse_broker_url
 from edgert.offload._embedded import EmbeddedCloud
 from edgert.offload._kserve_config import KServeConfig, is_kserve_url
 from edgert.offload._link import MqttLink
-from edgert._worker import Worker
+from edgert._core._worker import Worker
 
 if TYPE_CHECKING:
-    from edgert._model import LoadedModel
-    from edgert._worker import Request
-    from edgert._runtime import Runtime
+    from edgert._core._model import LoadedModel
+    from edgert._core._worker import Request
+    from edgert._core._runtime import Runtime
 
 #: A cloud estimate no round trip has refreshed for this long (s) is stale: see ``CloudWorker``.
 STALE_S = 1.0

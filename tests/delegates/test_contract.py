@@ -24,7 +24,7 @@ import pytest
 from delegates.base import TOLERANCE, Artifact, Delegate
 from delegates.errors import ModelLoadError
 from delegates.registry import all_delegates
-from edgert._accuracy import max_error
+from edgert._core._accuracy import max_error
 from edgert.testing import genmodels
 
 MEDIAPIPE = ("palm_detection_full", "hand_landmark_full", "face_detection_short_range", "face_landmark",

@@ -9,7 +9,7 @@ import pytest
 
 import edgert
 from edgert.testing import genmodels
-from edgert._result import OK
+from edgert._core._result import OK
 
 pytestmark = pytest.mark.broker
 

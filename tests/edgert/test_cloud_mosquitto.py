@@ -22,7 +22,7 @@ from edgert.offload._link import MqttLink
 from edgert.offload._wire import encode
 from edgert.testing import genmodels
 from edgert.cli import _cloud as cmd_cloud
-from edgert._result import DROPPED, FAILED, LATE, OK
+from edgert._core._result import DROPPED, FAILED, LATE, OK
 from edgert.errors import ModelLoadError, OffloadError
 from tests.edgert.test_cloud_support import Mosquitto, WorkerProc, make_models, needs_mosquitto
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import edgert
-from edgert._result import FAILED, OK
+from edgert._core._result import FAILED, OK
 from edgert.errors import OffloadError
 from edgert.testing import genmodels
 from tests.edgert.test_cloud_support import needs_mosquitto

@@ -78,7 +78,7 @@ class DoneModelDouble:
     def submit(self, inputs):
         from concurrent.futures import Future
 
-        from edgert._result import Result
+        from edgert._core._result import Result
 
         fut: Future = Future()
         fut.set_result(Result({"y": np.zeros(1, np.float32)}, "ok", "cpu0", "test", 0.01, 0.0, None, "m", 0))

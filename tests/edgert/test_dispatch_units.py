@@ -14,10 +14,10 @@ from collections import deque
 import pytest
 
 import edgert
-from edgert._dispatch import REPROBE_MS, Dispatcher
-from edgert._model import LoadedModel
-from edgert._stats import ModelStats
-from edgert._worker import Request, Worker
+from edgert._core._dispatch import REPROBE_MS, Dispatcher
+from edgert._core._model import LoadedModel
+from edgert._core._stats import ModelStats
+from edgert._core._worker import Request, Worker
 from scheduler.estimator import LatencyEstimator
 from scheduler.types import ProcessorView, RequestView
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import edgert
-from edgert._result import FAILED, OK
+from edgert._core._result import FAILED, OK
 from edgert.errors import ModelLoadError, OffloadError
 from edgert.testing import genmodels
 from tests.edgert.test_cloud_support import make_models

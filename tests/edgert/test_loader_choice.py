@@ -1,4 +1,4 @@
-"""Loading a model onto workers (edgert/_loader.py): which delegate each worker keeps, what identical workers
+"""Loading a model onto workers (edgert/_core/_loader.py): which delegate each worker keeps, what identical workers
 reuse, the warm-up timing, and the messages when nothing can load it or a delegate name is wrong.
 
 Delegates and sessions here are test doubles with a fake clock, so "fastest" is exact: each double's ``run``
@@ -15,10 +15,10 @@ import pytest
 from delegates.base import Artifact, Delegate, Session, TensorSpec
 from delegates.registry import all_delegates
 from delegates.sharing import SessionPool
-from edgert import _loader
-from edgert._loader import check_delegate_names, check_specs, open_on_workers, warmup_ms
-from edgert._model import LoadedModel
-from edgert._worker import Worker
+from edgert._core import _loader
+from edgert._core._loader import check_delegate_names, check_specs, open_on_workers, warmup_ms
+from edgert._core._model import LoadedModel
+from edgert._core._worker import Worker
 from edgert.errors import (
     ConfigError,
     DelegateUnavailable,

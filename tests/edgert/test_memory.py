@@ -1,5 +1,5 @@
 """One copy of each model however many CPU workers (issue #32), through real ONNX Runtime and LiteRT, and
-the memory the runtime reports (edgert/_memory.py)."""
+the memory the runtime reports (edgert/_core/_memory.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 import edgert
 from delegates.sharing import SessionPool
-from edgert._memory import ResidentGrowth, peak_rss_mb, process_memory, rss_mb
+from edgert._core._memory import ResidentGrowth, peak_rss_mb, process_memory, rss_mb
 from edgert.testing import genmodels
 
 

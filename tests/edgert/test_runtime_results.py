@@ -141,7 +141,7 @@ def test_a_completed_result_and_its_record_carry_every_field(model_dir):
 def test_the_hot_path_constructor_builds_the_same_frozen_result():
     from dataclasses import FrozenInstanceError
 
-    from edgert._result import Result, completed
+    from edgert._core._result import Result, completed
 
     values = ({"y": np.zeros(2)}, "late", "gpu", "litert-gpu", 3.5, 0.25, "m", 9, 7.0, 1.0, 4, "f4/m")
     fast = completed(*values)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgert._result import DROPPED, FAILED, LATE, OK
-from edgert._stats import WINDOW, ModelStats
+from edgert._core._result import DROPPED, FAILED, LATE, OK
+from edgert._core._stats import WINDOW, ModelStats
 
 
 def test_percentiles_are_p50_and_p99_of_the_ok_and_late_latencies() -> None:

@@ -119,7 +119,7 @@ def test_p_zero_stage_never_fires_and_p_one_always_does(tmp_path):
 
 
 def test_live_trace_lines_with_extra_keys_replay(tmp_path):
-    # what edgert._trace.TraceWriter writes, plus keys a live run may add
+    # what edgert._core._trace.TraceWriter writes, plus keys a live run may add
     p = _write(tmp_path, [
         {"t_ms": 0.0, "model": "palm", "slo_ms": 33.3, "id": "1", "p": 1.0, "status": "ok", "processor": "cpu0"},
         {"t_ms": 0.0, "model": "hand", "slo_ms": 33.3, "id": "2", "after": "1", "p": 1.0},

@@ -1,6 +1,6 @@
 """The live runtime's public API and model loading: one worker per processor, one policy deciding who runs what.
 
-A request's walk is the dispatcher's (:mod:`edgert._dispatch`), from admission to resolution.
+A request's walk is the dispatcher's (:mod:`edgert._core._dispatch`), from admission to resolution.
 
 Request lifecycle (every request ends with exactly one terminal status)::
 
@@ -24,22 +24,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from edgert import _validate
-from edgert._dispatch import Dispatcher
-from edgert._frame import Frame, current_frame
-from edgert._accuracy import accuracy_check
-from edgert._loader import (
+from edgert._core import _validate
+from edgert._core._dispatch import Dispatcher
+from edgert._core._frame import Frame, current_frame
+from edgert._core._accuracy import accuracy_check
+from edgert._core._loader import (
     check_delegate_names,
     open_on_workers,
     profiled_ms,
     resolve_delegates,
 )
-from edgert._model import LoadedModel, Model, artifacts_of
+from edgert._core._model import LoadedModel, Model, artifacts_of
 from edgert._power import PowerCounters, power_counters
-from edgert._result import Result
-from edgert._stats import ModelStats
-from edgert._trace import TraceWriter
-from edgert._worker import Request, make_workers
+from edgert._core._result import Result
+from edgert._core._stats import ModelStats
+from edgert._core._trace import TraceWriter
+from edgert._core._worker import Request, make_workers
 from edgert.errors import ConfigError, EdgeRTError
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import DeviceProfile
@@ -69,7 +69,7 @@ class Runtime(Dispatcher):
 
     Raises:
         ConfigError: unknown scheduler or delegate name, or bad option (each argument is checked
-            before anything starts: :mod:`edgert._validate`).
+            before anything starts: :mod:`edgert._core._validate`).
         TraceError: the profile file is malformed.
         DelegateUnavailable: a delegate named explicitly cannot run here.
     """
@@ -127,7 +127,7 @@ class Runtime(Dispatcher):
             tolerance: largest error accepted from a path, as a share of each output's range: each
                 candidate path is checked once against the fp32 CPU answer on ``sample`` (default: a
                 deterministic one), and one beyond it is not used for this model
-                (``rt.stats()[name]["excluded"]`` says why; see :mod:`edgert._accuracy`).
+                (``rt.stats()[name]["excluded"]`` says why; see :mod:`edgert._core._accuracy`).
             sample: the input to check ``tolerance`` on (as for a call).
 
         Raises:
@@ -208,8 +208,8 @@ class Runtime(Dispatcher):
 
     def memory(self) -> dict[str, Any]:
         """The process's ``peak_rss_mb`` / ``rss_mb`` (MB) and, in ``per_model``, each model's ``resident_mb``
-        (what loading it added) and ``copies`` (sessions open over all workers): :mod:`edgert._memory`."""
-        from edgert._memory import runtime_memory  # noqa: PLC0415
+        (what loading it added) and ``copies`` (sessions open over all workers): :mod:`edgert._core._memory`."""
+        from edgert._core._memory import runtime_memory  # noqa: PLC0415
 
         with self._lock:   # the workers' sessions change under it (a load)
             return runtime_memory(list(self._models.values()), self._workers)

@@ -23,8 +23,8 @@ from edgert.errors import ConfigError
 from scheduler.types import ProcessorView, RequestView
 
 if TYPE_CHECKING:
-    from edgert._model import LoadedModel
-    from edgert._result import Result
+    from edgert._core._model import LoadedModel
+    from edgert._core._result import Result
 
 
 class Request:

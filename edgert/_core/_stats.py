@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from edgert._result import DROPPED, FAILED, LATE, OK
+from edgert._core._result import DROPPED, FAILED, LATE, OK
 
 #: Latencies kept per model for percentiles (the most recent ones).
 WINDOW = 50_000

@@ -1,6 +1,6 @@
 """Loading a model onto the runtime's workers: open, check, warm up, pick the fastest delegate.
 
-Kept apart from :mod:`edgert._runtime` (the request lifecycle): nothing here
+Kept apart from :mod:`edgert._core._runtime` (the request lifecycle): nothing here
 touches scheduling state, and everything here runs before a model is visible
 to the policy.
 """
@@ -16,10 +16,10 @@ import numpy as np
 from delegates.base import Delegate, Session
 from delegates.registry import all_delegates, resolve
 from delegates.sharing import shared_session
-from edgert._memory import ResidentGrowth, give_back_freed
-from edgert._model import LoadedModel
-from edgert._result import note_precision
-from edgert._worker import Worker
+from edgert._core._memory import ResidentGrowth, give_back_freed
+from edgert._core._model import LoadedModel
+from edgert._core._result import note_precision
+from edgert._core._worker import Worker
 from edgert.errors import (
     ConfigError,
     DelegateUnavailable,
@@ -44,7 +44,7 @@ def open_on_workers(lm: LoadedModel, workers: Sequence[Worker], allowed: tuple[s
     timing, and share its session: one copy of the model however many of them run it
     (:func:`delegates.sharing.shared_session`). Fills ``lm.inputs``/``lm.outputs`` from the first
     session opened, and ``lm.resident_mb`` with what the process's resident set grew by meanwhile.
-    ``accept`` (the model's accuracy check, :class:`edgert._accuracy.AccuracyCheck`) may refuse a
+    ``accept`` (the model's accuracy check, :class:`edgert._core._accuracy.AccuracyCheck`) may refuse a
     path: its reason lands in ``excluded`` (delegate name -> reason) and the path is not used for
     this model.
 

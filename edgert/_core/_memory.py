@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from edgert._model import LoadedModel
-    from edgert._worker import Worker
+    from edgert._core._model import LoadedModel
+    from edgert._core._worker import Worker
 
 _MB = 1e6
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 
 from delegates.base import Artifact, TensorSpec
-from edgert._result import DROPPED, FAILED, Result
+from edgert._core._result import DROPPED, FAILED, Result
 from edgert.errors import (
     ConfigError,
     InferenceError,
@@ -24,7 +24,7 @@ from edgert.errors import (
 )
 
 if TYPE_CHECKING:
-    from edgert._dispatch import Dispatcher
+    from edgert._core._dispatch import Dispatcher
 
 _SUFFIX_FORMATS = {".tflite": "tflite", ".onnx": "onnx"}
 
@@ -91,7 +91,7 @@ class LoadedModel:
     allowed: tuple[str, ...] | None = None
     output_names: tuple[str, ...] = field(default=())
     then: tuple[str, ...] = ()
-    #: MB the process's resident set grew by while it was loaded (None: unknown; edgert._memory)
+    #: MB the process's resident set grew by while it was loaded (None: unknown; edgert._core._memory)
     resident_mb: float | None = None
 
     def feeds(self, inputs: Any) -> list[np.ndarray]:
@@ -208,7 +208,7 @@ class Model:
         and is recorded in the trace as waiting for it.
 
         When it wakes an idle worker, it returns once that worker has started the request
-        (typically ~0.1 ms, at most ``edgert._dispatch.HANDOFF_WAIT_MS``), napping meanwhile so
+        (typically ~0.1 ms, at most ``edgert._core._dispatch.HANDOFF_WAIT_MS``), napping meanwhile so
         the worker gets the GIL; otherwise the worker could wait up to CPython's 5 ms switch
         interval while this thread runs Python. ``infer_async`` pauses its event loop as long.
 

@@ -14,7 +14,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from edgert._result import Result
+from edgert._core._result import Result
 from edgert.errors import ConfigError
 
 #: Largest SLO accepted (ms): about 2.8 hours; anything above is a unit mix-up.

@@ -24,19 +24,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from edgert import _validate
-from edgert._frame import Frame, current_frame
-from edgert._result import DROPPED, FAILED, LATE, OK, Result, completed, outputs_dict
-from edgert._stats import ModelStats
-from edgert._trace import TraceWriter
-from edgert._worker import Request, Worker
+from edgert._core import _validate
+from edgert._core._frame import Frame, current_frame
+from edgert._core._result import DROPPED, FAILED, LATE, OK, Result, completed, outputs_dict
+from edgert._core._stats import ModelStats
+from edgert._core._trace import TraceWriter
+from edgert._core._worker import Request, Worker
 from edgert.errors import ConfigError, EdgeRTError, RequestDropped, did_you_mean
 from scheduler.contract import OnBroken, broken, dropped_by, left_unplaced, misplaced
 from scheduler.estimator import LatencyEstimator
 from scheduler.types import Assignment, Policy, ProcessorView, RequestView, SchedulerView
 
 if TYPE_CHECKING:
-    from edgert._model import LoadedModel
+    from edgert._core._model import LoadedModel
 
 _new = tuple.__new__   # a NamedTuple from a ready tuple, without the keyword-handling constructor
 

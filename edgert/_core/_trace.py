@@ -37,7 +37,7 @@ import numpy as np
 from edgert.errors import TraceError
 
 if TYPE_CHECKING:
-    from edgert._result import Result
+    from edgert._core._result import Result
     from scheduler.profile import DeviceProfile
 
 #: Requests held open at most; past this the oldest are written without an outcome (bounded memory).
