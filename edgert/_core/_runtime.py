@@ -58,9 +58,13 @@ class Runtime(Dispatcher):
         scheduler: a policy name (``edgert``, Band's baselines …), a policy object with
             ``decide(view, now_ms)``, or None for the default.
         offload: None / ``"off"``, ``"auto"`` (embedded broker + local cloud worker) or
-            ``"mqtt://host:port"`` (``mqtts://user:pw@host:port?ca=…`` for TLS and auth).
+            ``"mqtt://host:port"`` (``mqtts://user:pw@host:port?ca=…`` for TLS and auth), or an
+            Open Inference Protocol server (KServe v2 / Triton / MLServer): ``"kserve://host:port"``
+            (gRPC; ``kserves://`` with TLS) or ``"kserve+http://host:port"`` (REST), options in the
+            query (``model.NAME=SERVER[:VERSION]``, ``header=Name:Value``, ``ca=…``); with
+            ``cpu_workers=0`` every request runs on the server.
         trace: path of a JSONL file recording every request (DESIGN §6).
-        cpu_workers: CPU workers (one single-threaded session each); None = one per core.
+        cpu_workers: CPU workers (single-threaded runs; they share one copy of each model); None = one per core.
         warmup_runs: timed warm-up runs per model and delegate that seed the estimator.
         profile: a device profile (a shipped name such as ``"galaxy-s23"``, a JSON path, or a
             DeviceProfile, e.g. from ``edgert profile``); where it has a model, its latencies
