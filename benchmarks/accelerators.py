@@ -45,6 +45,7 @@ from delegates.registry import all_delegates  # noqa: E402
 from edgert import models as zoo  # noqa: E402
 from edgert._core._accuracy import REFERENCE, max_error  # noqa: E402
 from edgert.testing import genmodels  # noqa: E402
+from edgert.testing.direct import direct_run  # noqa: E402
 
 XR_MODELS = ("palm_detection_full", "hand_landmark_full", "face_detection_short_range", "face_landmark",
              "iris_landmark", "pose_detection", "pose_landmark_full", "selfie_segmentation")
@@ -56,33 +57,7 @@ def direct(art: Artifact, feeds: dict[str, np.ndarray]) -> tuple[list[str], list
     """Output names and arrays from the backend itself on its CPU (no edgert in between; its native
     log lines go to logging, as edgert's do)."""
     with native_quiet():
-        return _direct(art, feeds)
-
-
-def _direct(art: Artifact, feeds: dict[str, np.ndarray]) -> tuple[list[str], list[np.ndarray]]:
-    if art.format == "tflite":
-        from ai_edge_litert.interpreter import Interpreter
-
-        it = Interpreter(model_path=str(art.path), num_threads=1)
-        it.allocate_tensors()
-        for d in it.get_input_details():
-            x = feeds[d["name"]]
-            if tuple(x.shape) != tuple(d["shape"]):
-                it.resize_tensor_input(d["index"], list(x.shape), strict=False)
-                it.allocate_tensors()
-        for d in it.get_input_details():
-            it.set_tensor(d["index"], feeds[d["name"]])
-        it.invoke()
-        outs = it.get_output_details()
-        return [o["name"] for o in outs], [it.get_tensor(o["index"]).copy() for o in outs]
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(str(art.path), so, providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    return names, sess.run(names, feeds)
+        return direct_run(art, feeds)
 
 
 def models(tmp: Path) -> list[tuple[str, Artifact, dict[str, np.ndarray]]]:

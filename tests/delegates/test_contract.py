@@ -26,6 +26,7 @@ from delegates.errors import ModelLoadError
 from delegates.registry import all_delegates
 from edgert._core._accuracy import max_error
 from edgert.testing import genmodels
+from edgert.testing.direct import direct_run
 
 MEDIAPIPE = ("palm_detection_full", "hand_landmark_full", "face_detection_short_range", "face_landmark",
              "iris_landmark", "pose_detection", "pose_landmark_full", "selfie_segmentation")
@@ -35,33 +36,6 @@ GENERATED = ["mlp", "cnn", "multi_input", "stateful", "dynamic_batch"]
 def available(fmt: str) -> list[Delegate]:
     """Every path this host can run that opens ``fmt`` (the probe decides, emulators included)."""
     return [d for d in all_delegates().values() if fmt in d.formats and d.probe() is None]
-
-
-def direct(art: Artifact, feeds: dict[str, np.ndarray]) -> tuple[list[str], list[np.ndarray]]:
-    """Output names and arrays from the backend itself, called without edgert."""
-    if art.format == "tflite":
-        from ai_edge_litert.interpreter import Interpreter
-
-        it = Interpreter(model_path=str(art.path), num_threads=1)
-        ins = it.get_input_details()
-        for d in ins:
-            x = feeds[d["name"]]
-            if tuple(x.shape) != tuple(d["shape"]):
-                it.resize_tensor_input(d["index"], list(x.shape), strict=False)
-        it.allocate_tensors()
-        for d in it.get_input_details():
-            it.set_tensor(d["index"], feeds[d["name"]])
-        it.invoke()
-        outs = it.get_output_details()
-        return [o["name"] for o in outs], [it.get_tensor(o["index"]).copy() for o in outs]
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(str(art.path), so, providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    return names, sess.run(names, feeds)
 
 
 def sample(specs_names: list[str], specs: list[tuple[tuple[int, ...], np.dtype]], seed: int = 0) -> dict[str, np.ndarray]:
@@ -106,7 +80,7 @@ def check(d: Delegate, label: str, art: Artifact, feeds: dict[str, np.ndarray]) 
         got = s.run([feeds[spec.name] for spec in s.inputs])
     finally:
         s.close()
-    names, ref = direct(art, feeds)
+    names, ref = direct_run(art, feeds)
     where = f"{d.name} on {label}"
     assert [o.name for o in s.outputs] == names, f"{where}: output names {[o.name for o in s.outputs]} != {names}"
     assert [tuple(g.shape) for g in got] == [tuple(r.shape) for r in ref], (
