@@ -383,7 +383,7 @@ class Dispatcher:
                 self._complete_locked(req, res, w.name, end, done)
             elif not self._replace_locked(w, req, end):
                 self._fail_locked(req, err, end, done)
-            if chain and all(_quiet(r) for r, _ in done):
+            if chain and self._resolver is not None and all(_quiet(r) for r, _ in done):
                 if self._pending:
                     self._schedule_locked(self.now_ms(), done)
                 nxt = None
@@ -392,7 +392,7 @@ class Dispatcher:
                     w.running.append(nxt)
                     nxt.start_ms = self.now_ms()
                 if done:
-                    self._resolved.put(done)
+                    self._resolved.put(done)   # under the lock: before _stop_resolver's end mark, or not at all
                 return nxt
         # Resolve first: completion callbacks submit the next cascade stages, which must be
         # pending when the freed processor is next decided on (else older work takes it).
@@ -418,10 +418,11 @@ class Dispatcher:
 
     def _stop_resolver(self) -> None:
         """After the workers stopped: resolve what they handed over, then end the resolver thread."""
-        if self._resolver is not None:
+        with self._lock:   # a worker stuck past close's join resolves its own requests from now on
+            resolver, self._resolver = self._resolver, None
             self._resolved.put(None)
-            self._resolver.join()
-            self._resolver = None
+        if resolver is not None:
+            resolver.join()
 
     def _observe(self, model: str, w: Worker, ms: float) -> None:
         """Fold a measured run (ms) into ``w``'s estimate and give its peers (the same processor) that
