@@ -6,7 +6,8 @@ direction: ``Model.__call__`` / ``submit`` -> :meth:`Dispatcher._call` / ``_subm
 :mod:`scheduler.contract` says) -> a worker's queue, run on the caller's thread or the worker's
 (``_run``) -> the delegate (``Worker.execute``) -> back here (its latency into the estimator,
 re-placed after an accelerator fault, or ended with exactly one terminal status:
-``_complete_locked``, ``_resolve``) -> the model's caller. It owns the state it works on —
+``_complete_locked``, ``_resolve``; on a worker's own thread the next run starts first and the
+resolver thread resolves, unless a completion callback could submit a cascade stage) -> the model's caller. It owns the state it works on —
 declared below and set by its own ``__init__`` — and the clock (:meth:`Dispatcher.now_ms`).
 :class:`edgert.Runtime` extends it with the public API and model loading.
 """
