@@ -8,6 +8,10 @@ Rounds alternate direct / runtime so both see the same machine state; the
 median of the rounds is reported.
 
     python benchmarks/dispatch.py [--calls 5000] [--rounds 7] [--scheduler fixed_worker]
+    python benchmarks/dispatch.py --steps [--scheduler fixed_worker]   # where a sync call's µs go
+
+``--steps`` times each step of the tiny model's sync call on ORT inside the real path (each step's
+function wrapped with a clock; the wrappers add ~0.3 µs each, so the steps sum above the plain call).
 """
 
 from __future__ import annotations
@@ -68,14 +72,68 @@ def decide_us(rt: edgert.Runtime, model: str, calls: int = 5000) -> float:
     return min(timeit.repeat(one, number=calls, repeat=5)) / calls * 1e6
 
 
+def steps(scheduler: str | None, calls: int) -> None:
+    """Print µs per sync call spent in each step of the request's walk (see the module doc)."""
+    import time
+
+    from edgert._core import _dispatch
+
+    acc: dict[str, int] = {}
+
+    def wrap(cls: type, name: str, label: str) -> None:
+        orig = getattr(cls, name)
+        acc[label] = 0   # printed in this order
+
+        def timed(*a, **k):
+            t = time.perf_counter_ns()
+            try:
+                return orig(*a, **k)
+            finally:
+                acc[label] = acc.get(label, 0) + time.perf_counter_ns() - t
+        setattr(cls, name, timed)
+
+    with tempfile.TemporaryDirectory() as d:
+        paths = genmodels.save("tiny", d)
+        feeds = genmodels.example_inputs("tiny")
+        fn_direct = direct_ort(paths["onnx"], feeds)
+        with edgert.Runtime(delegates=["ort-cpu", "litert-xnnpack"], scheduler=scheduler) as rt:
+            m = rt.load(paths["onnx"], name="tiny")
+            per_call_us(lambda: m(feeds), calls // 5)
+            direct, plain = per_call_us(fn_direct, calls), per_call_us(lambda: m(feeds), calls)
+            w = rt._workers[0]
+            session = type(w.sessions["tiny"][1])
+            for cls, name, label in ((type(m._m), "feeds", "input validation (LoadedModel.feeds)"),
+                                     (_dispatch.Dispatcher, "_new_locked", "admission (_new_locked)"),
+                                     (_dispatch.Dispatcher, "_schedule_locked", "decision (_schedule_locked)"),
+                                     (type(rt._policy), "decide", "  of which the policy's decide"),
+                                     (_dispatch.Dispatcher, "_run", "run and completion (_run)"),
+                                     (session, "run", "  of which the delegate's run (ORT inside)"),
+                                     (_dispatch.Dispatcher, "_observe", "  of which the estimator (_observe)"),
+                                     (_dispatch.Dispatcher, "_complete_locked", "  of which stats + record"),
+                                     (_dispatch.Dispatcher, "_call", "Dispatcher._call in all")):
+                wrap(cls, name, label)
+            t = time.perf_counter_ns()
+            for _ in range(calls):
+                m(feeds)
+            total = (time.perf_counter_ns() - t) / calls / 1e3
+    print(f"tiny on ORT, policy {rt.scheduler}: direct {direct:.1f} µs, sync call {plain:.1f} µs "
+          f"(added {plain - direct:.1f} µs); wrapped {total:.1f} µs, per step:")
+    for label, ns in acc.items():
+        print(f"{ns / calls / 1e3:8.2f} µs  {label}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=5000)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--models", nargs="+", default=["tiny", "mlp"])
     ap.add_argument("--scheduler", default=None, help="the runtime's policy (default: edgert's default)")
+    ap.add_argument("--steps", action="store_true", help="where a sync call's µs go, per step (tiny on ORT)")
     args = ap.parse_args()
     print(host_line())
+    if args.steps:
+        steps(args.scheduler, args.calls)
+        return 0
     print(f"{'model':<8} {'backend':<8} {'direct µs':>10} {'edgert µs':>10} {'added µs':>9} {'ratio':>6}")
     worst = 0.0
     tiny_ort: tuple[float, float, float] | None = None   # direct, added, decide alone (µs)

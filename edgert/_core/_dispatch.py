@@ -6,7 +6,8 @@ direction: ``Model.__call__`` / ``submit`` -> :meth:`Dispatcher._call` / ``_subm
 :mod:`scheduler.contract` says) -> a worker's queue, run on the caller's thread or the worker's
 (``_run``) -> the delegate (``Worker.execute``) -> back here (its latency into the estimator,
 re-placed after an accelerator fault, or ended with exactly one terminal status:
-``_complete_locked``, ``_resolve``) -> the model's caller. It owns the state it works on —
+``_complete_locked``, ``_resolve``; on a worker's own thread the next run starts first and the
+resolver thread resolves, unless a completion callback could submit a cascade stage) -> the model's caller. It owns the state it works on —
 declared below and set by its own ``__init__`` — and the clock (:meth:`Dispatcher.now_ms`).
 :class:`edgert.Runtime` extends it with the public API and model loading.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
+import queue
 import threading
 import time
 from collections import deque
@@ -85,6 +87,8 @@ class Dispatcher:
     _frames: dict[int, Frame]              #: frame index -> frame, the most recent 4096 (cascade stages find theirs)
     _next_id: int                          #: the next request's id
     _closing: bool                         #: close() began: new requests are refused, cascade stages still run
+    _resolved: queue.SimpleQueue[list[tuple[Request, Result]] | None]   #: ended requests for the resolver thread
+    _resolver: threading.Thread | None     #: resolves what a worker ended while that worker runs its next request
 
     def __init__(self, policy: Policy, estimator: LatencyEstimator) -> None:
         self._lock = threading.Lock()
@@ -106,6 +110,8 @@ class Dispatcher:
         self._frames = {}
         self._next_id = 0
         self._closing = False
+        self._resolved = queue.SimpleQueue()
+        self._resolver = None
 
     def now_ms(self) -> float:
         """The runtime clock: ms since the runtime started (monotonic)."""
@@ -120,6 +126,8 @@ class Dispatcher:
         """Adopt ``workers`` and start their threads (``capacity`` each)."""
         self._workers = workers
         self._by_name = {w.name: w for w in workers}
+        self._resolver = threading.Thread(target=self._resolving, name="edgert-resolver", daemon=True)
+        self._resolver.start()
         for w in workers:
             for i in range(w.capacity):
                 t = threading.Thread(target=self._loop, args=(w,), name=f"edgert-{w.name}-{i}", daemon=True)
@@ -181,8 +189,16 @@ class Dispatcher:
             w = req.worker   # handed to a thread waiting for work (not this worker's own next stage)?
             handed = bool(w is not None and w.queue and w.queue[0] is req and w.has_free_slot()
                           and threading.current_thread() not in w.threads)
+            overdue = not handed and self._overdue_locked(now)
         if done:
             self._resolve(done)
+        if overdue:
+            # A run expected to have ended: its worker is most likely back from the delegate and
+            # waiting for the GIL to finish it and start the next, while this caller keeps it (a
+            # burst's submit loop is pure Python; a woken thread waits up to CPython's 5 ms switch
+            # interval). One nap hands it over: measured on a 1.4 ms CNN, runs during a burst's
+            # submit loop took ~5 ms each without it (benchmarks/serving.py, issue 28).
+            time.sleep(HANDOFF_NAP_S)
         if handed:
             # Hand the GIL to the woken worker until it has started: the caller usually goes on running
             # Python (the next submit, its own frame work), and the worker would otherwise wait for the
@@ -194,6 +210,15 @@ class Dispatcher:
             while req.start_ms != req.start_ms and time.perf_counter() < give_up:   # NaN: not started
                 time.sleep(HANDOFF_NAP_S)   # a real nap: the worker may need this core, not only the GIL
         return fut
+
+    def _overdue_locked(self, now: float) -> bool:
+        """Whether a worker's run should have ended by ``now`` on the estimate (its thread then wants the GIL)."""
+        exp = self.estimator.expected_ms
+        for w in self._workers:
+            for r in w.running:
+                if r.start_ms + (exp(r.model.name, w.name) or 0.0) <= now:
+                    return True
+        return False
 
     def _new_locked(self, m: LoadedModel, feeds: list[np.ndarray], parent: Result | None,
                     now: float) -> Request:
@@ -314,18 +339,25 @@ class Dispatcher:
 
     # -- execution -------------------------------------------------------------------------
     def _loop(self, w: Worker) -> None:
+        req: Request | None = None
         while True:
-            with w.cond:
-                while not (w.queue and w.has_free_slot()):
-                    if self._stopping:
-                        return
-                    w.cond.wait()
-                req = w.queue.popleft()
-                w.running.append(req)
-                req.start_ms = self.now_ms()
-            self._run(w, req)
+            if req is None:
+                with w.cond:
+                    while not (w.queue and w.has_free_slot()):
+                        if self._stopping:
+                            return
+                        w.cond.wait()
+                    req = w.queue.popleft()
+                    w.running.append(req)
+                    req.start_ms = self.now_ms()
+            req = self._run(w, req, chain=True)
 
-    def _run(self, w: Worker, req: Request) -> None:
+    def _run(self, w: Worker, req: Request, chain: bool = False) -> Request | None:
+        """Run ``req`` on ``w`` and end it (or re-place it). With ``chain`` (a worker's own thread), when
+        resolving what ended cannot submit work (no completion callbacks), the completion's decision
+        comes first and the request it starts here is returned, already running, for this thread to
+        run next, while the resolver thread resolves the ended one: the processor's idle gap between
+        two runs is then the bookkeeping and the decision only (issue 28)."""
         outs: list[np.ndarray] | None = None
         err: EdgeRTError | None = None
         delegate = ""
@@ -352,6 +384,17 @@ class Dispatcher:
                 self._complete_locked(req, res, w.name, end, done)
             elif not self._replace_locked(w, req, end):
                 self._fail_locked(req, err, end, done)
+            if chain and self._resolver is not None and all(_quiet(r) for r, _ in done):
+                if self._pending:
+                    self._schedule_locked(self.now_ms(), done)
+                nxt = None
+                if w.queue and w.has_free_slot():
+                    nxt = w.queue.popleft()
+                    w.running.append(nxt)
+                    nxt.start_ms = self.now_ms()
+                if done:
+                    self._resolved.put(done)   # under the lock: before _stop_resolver's end mark, or not at all
+                return nxt
         # Resolve first: completion callbacks submit the next cascade stages, which must be
         # pending when the freed processor is next decided on (else older work takes it).
         self._resolve(done)
@@ -361,6 +404,26 @@ class Dispatcher:
                 self._schedule_locked(self.now_ms(), done)
             if done:
                 self._resolve(done)
+        return None
+
+    def _resolving(self) -> None:
+        """The resolver thread: resolves the lists workers hand it, until handed None."""
+        while True:
+            done = self._resolved.get()
+            if done is None:
+                return
+            try:
+                self._resolve(done)
+            except Exception as exc:  # noqa: BLE001 - this thread must not die: a bug of ours, logged
+                bug_log.error("resolving %d request(s) raised", len(done), exc_info=exc)
+
+    def _stop_resolver(self) -> None:
+        """After the workers stopped: resolve what they handed over, then end the resolver thread."""
+        with self._lock:   # a worker stuck past close's join resolves its own requests from now on
+            resolver, self._resolver = self._resolver, None
+            self._resolved.put(None)
+        if resolver is not None:
+            resolver.join()
 
     def _observe(self, model: str, w: Worker, ms: float) -> None:
         """Fold a measured run (ms) into ``w``'s estimate and give its peers (the same processor) that
@@ -426,3 +489,10 @@ class Dispatcher:
             fut = req.future
             if fut is not None and not fut.cancelled():
                 fut.set_result(res)
+
+
+def _quiet(req: Request) -> bool:
+    """Whether resolving ``req`` runs no code of the app's (a future with no completion callback), so
+    it cannot submit the next stage of a cascade that the freed processor's decision should see."""
+    fut = req.future
+    return fut is not None and not getattr(fut, "_done_callbacks", True)   # CPython's Future keeps them there

@@ -253,6 +253,7 @@ class Runtime(Dispatcher):
             for t in w.threads:
                 t.join(timeout=5.0)
             w.close()
+        self._stop_resolver()
         if self._trace is not None:
             self._trace.close()
 
