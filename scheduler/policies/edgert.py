@@ -122,12 +122,10 @@ whose processors run one invocation at a time. One decision:
    ``"deadlines"`` never moves. While the policy's own heat estimate sees the next throttling level
    within ``heat_horizon_ms``, any saving counts, with the usual headroom (less heat).
 
-10. **Stale estimates age** (``stale_ms``; :class:`~scheduler.estimator.EstimateAger`): only a run
-   measures a model, and a model whose estimate misses every deadline never runs, so one slow run (a
-   busy moment) would shut it out for good (the XR demo on a loaded 2-core host: pose_landmark_full
-   dropped 97 of 98 times). An estimate no run has refreshed for ``stale_ms`` moves toward its
-   prior (profile or warm-up) or the lowest it held, halving the gap every ``stale_half_life_ms``;
-   the first request it then fits runs as a probe and its measurement folds in as usual.
+10. **Stale estimates age** (:class:`~scheduler.estimator.EstimateAger`): only a run measures a model,
+   so one slow run would shut out a model whose estimate then misses every deadline (the XR demo on a
+   loaded host: pose_landmark_full dropped 97 of 98 times). A local estimate no run refreshed for
+   ``stale_ms`` ages toward its prior; the first request it then fits is the probe.
 
 No clock, no I/O, no randomness. The only state carried between decisions
 is the overload plan's (stream rates, shares, each pending request's fate), the heat estimate and
