@@ -137,10 +137,13 @@ class EstimateAger:
         #: per pair: [estimate last seen, estimate the last observation left, when it was noticed (ms), floor]
         self._state: dict[tuple[str, str], list[float]] = {}
 
-    def age(self, estimator: LatencyEstimator, now_ms: float, processors: Collection[str] | None = None) -> list[
-            tuple[str, str]]:
-        """Note new observations and age the stale estimates of ``estimator`` (only pairs on
-        ``processors``, or all); returns the pairs whose estimate it lowered."""
+    def age(self, estimator: LatencyEstimator, now_ms: float, processors: Collection[str] | None = None,
+            refused: set[str] | None = None) -> list[tuple[str, str]]:
+        """Note new observations and age the stale estimates of ``estimator``; returns the pairs whose
+        estimate it lowered. Only pairs on ``processors`` (None: all), and only of the models in
+        ``refused`` (None: all): a policy passes the models it refused on their estimate since their
+        last observation, and the ager removes a model from it when it notices a new observation of it,
+        so a model the application simply stopped asking for keeps its estimate."""
         if now_ms < self._next_ms:
             return []
         self._next_ms = now_ms + 0.25 * self.stale_ms
@@ -158,13 +161,15 @@ class EstimateAger:
                 continue
             seen, observed, at, floor = s
             if cur != seen:   # a measurement came in (or someone set it): a fresh observation
+                if refused is not None:
+                    refused.discard(key[0])
                 s[0] = s[1] = cur
                 s[2] = now_ms
                 prior = estimator.prior_ms(*key)
                 s[3] = min(floor, cur, floor if prior is None else prior)
                 continue
             idle = now_ms - at - self.stale_ms
-            if idle <= 0.0 or observed <= floor:
+            if idle <= 0.0 or observed <= floor or refused is not None and key[0] not in refused:
                 continue
             new = floor + (observed - floor) * 0.5 ** (idle / self.half_life_ms)
             if new < cur - 1e-9 * max(1.0, cur):

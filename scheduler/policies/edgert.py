@@ -125,7 +125,8 @@ whose processors run one invocation at a time. One decision:
 10. **Stale estimates age** (:class:`~scheduler.estimator.EstimateAger`): only a run measures a model,
    so one slow run would shut out a model whose estimate then misses every deadline (the XR demo on a
    loaded host: pose_landmark_full dropped 97 of 98 times). A local estimate no run refreshed for
-   ``stale_ms`` ages toward its prior; the first request it then fits is the probe.
+   ``stale_ms`` ages toward its prior while the model is refused on it; the first request it then
+   fits is the probe.
 
 No clock, no I/O, no randomness. The only state carried between decisions
 is the overload plan's (stream rates, shares, each pending request's fate), the heat estimate and
@@ -210,7 +211,7 @@ class EdgertPolicy:
     energy_aware: ClassVar[bool] = True
 
     __slots__ = ("ager", "cloud_margin", "eft_slack", "green", "guard_ms", "k_local", "margin", "objective", "plan",
-                 "risky_margin", "short_first", "supersede", "use_plan", "watch", "window")
+                 "refused", "risky_margin", "short_first", "supersede", "use_plan", "watch", "window")
 
     def __init__(self, supersede: bool = True, margin: float = 0.2, cloud_margin: float = 0.4,
                  guard_ms: float = 5.0, eft_slack: float = 1.0, plan: bool = True, risky_margin: float = 0.05,
@@ -225,6 +226,7 @@ class EdgertPolicy:
             raise ValueError(f"window must be an int >= 1, got {window!r}")
         self.window = window
         self.ager = None if stale_ms is None else EstimateAger(stale_ms, stale_half_life_ms)
+        self.refused: set[str] = set()   # models dropped on their estimate since their last observation
         self.supersede = supersede
         self.margin = margin
         self.k_local = 1.0 + margin   # a local run's headroom factor
@@ -254,7 +256,7 @@ class EdgertPolicy:
         est = view.estimator.expected_ms
         procs = _processor_table(view.processors, now_ms)
         if self.ager is not None and isinstance(view.estimator, LatencyEstimator):   # before anything reads it
-            self.ager.age(view.estimator, now_ms, procs.local)
+            self.ager.age(view.estimator, now_ms, procs.local, self.refused)
         if self.use_plan:
             self.plan.update(pending, now_ms, est, procs.local, procs.cloud_name, procs.cloud_slots)
         if self.watch is not None:
@@ -384,8 +386,10 @@ class EdgertPolicy:
         own = min(work.base[i] + ms for i, ms in row)
         if own > deadline:
             work.out.append(Assignment.drop(req.id, _late(own, deadline)))
+            self.refused.add(req.model)   # refused on its estimate: it may age (see decide)
         elif new:
             work.out.append(Assignment.drop(req.id, _behind(min(local_f, cloud_f), deadline)))
+            self.refused.add(req.model)
         return None
 
 

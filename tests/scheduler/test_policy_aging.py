@@ -133,3 +133,38 @@ def test_bad_aging_times_are_refused(options: dict[str, float]) -> None:
 def test_the_policy_refuses_a_bad_stale_period() -> None:
     with pytest.raises(ValueError, match="stale_ms"):
         EdgertPolicy(stale_ms=0.0)
+
+
+def test_only_refused_models_age_and_an_observation_clears_the_mark() -> None:
+    # a model the application stopped asking for (a detector while tracking holds) keeps its estimate:
+    # only one the policy refused on its estimate since its last run ages
+    est = LatencyEstimator(seed={"det": {"cpu": 10.0}, "lm": {"cpu": 10.0}})
+    ager = EstimateAger(stale_ms=100.0, half_life_ms=100.0)
+    refused = {"lm"}
+    ager.age(est, 0.0, refused=refused)
+    est.update("det", "cpu", 1000.0)
+    est.update("lm", "cpu", 1000.0)
+    ager.age(est, 50.0, refused=refused)               # both observed: the mark on lm is cleared
+    assert refused == set()
+    refused.add("lm")                                  # the policy refuses lm again
+    ager.age(est, 10_000.0, refused=refused)
+    assert est.expected_ms("lm", "cpu") == pytest.approx(10.0, abs=1e-6)
+    assert est.expected_ms("det", "cpu") == pytest.approx(109.0)
+
+
+def test_the_policy_ages_only_a_model_it_refused() -> None:
+    est = LatencyEstimator(seed={"pose": {"cpu": PRIOR_MS}, "other": {"cpu": 1.0}})
+    policy = EdgertPolicy()
+
+    def other(i: int, now: float) -> list[tuple[int, str | None]]:   # a decision over another model only
+        return plan(policy.decide(SchedulerView((req(i, "other", now + 1e6, now),), (proc("cpu"),), est), now))
+
+    assert plan(policy.decide(SchedulerView((req(0, "pose", BUDGET_MS, 0.0),), (proc("cpu"),), est), 0.0)) == [
+        (0, "cpu")]
+    est.update("pose", "cpu", SLOW_MS)
+    assert other(1, 300.0) == [(1, "cpu")] and other(2, 5000.0) == [(2, "cpu")]   # not asked for: not aged
+    assert est.expected_ms("pose", "cpu") == pytest.approx(107.0) and policy.refused == set()
+    view = SchedulerView((req(3, "pose", 5100.0 + BUDGET_MS, 5100.0),), (proc("cpu"),), est)
+    assert plan(policy.decide(view, 5100.0)) == [(3, None)] and policy.refused == {"pose"}
+    assert other(4, 5400.0) == [(4, "cpu")]            # refused, and stale for 5 s: it ages at once
+    assert est.expected_ms("pose", "cpu") < 35.0
