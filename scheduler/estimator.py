@@ -105,7 +105,8 @@ class EstimateAger:
     deadline for the rest of the session, since every later request is dropped before it runs. The
     ager, called by the policy at each decision with the decision's ``now_ms`` (it never reads the
     clock, so the simulator runs the same code), notices an observation as a change of the estimate
-    and, once a pair has had none for ``stale_ms``, moves its estimate toward its *floor*, the lower of
+    and, once a pair has had none for ``stale_ms`` (and, when the policy says which, its model was
+    refused on its estimate since), moves its estimate toward its *floor*, the lower of
     its prior (profile or warm-up) and the lowest estimate it held, halving the distance every
     ``half_life_ms``::
 

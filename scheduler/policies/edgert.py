@@ -130,7 +130,7 @@ whose processors run one invocation at a time. One decision:
 
 No clock, no I/O, no randomness. The only state carried between decisions
 is the overload plan's (stream rates, shares, each pending request's fate), the heat estimate and
-the ager's (when each estimate last changed), which
+the ager's (when each estimate last changed, which models were refused on it), which
 change only with requests not seen before and with ``now_ms``; the same
 sequence of snapshots gives the same decisions, and deciding twice on one
 snapshot gives one answer. Times are ms.
@@ -196,8 +196,8 @@ class EdgertPolicy:
             it with the usual headroom). Without ``energy`` every objective places as ``"deadlines"``.
         energy: the device's energy figures (:class:`~scheduler.policies._energy.EnergyTable`), or None.
         heat_horizon_ms: how far ahead the policy looks for the next throttling level (ms).
-        stale_ms: a local estimate no run has refreshed for this long (ms) starts aging back toward its
-            prior (see the module docstring, 10); None: estimates never age.
+        stale_ms: a local estimate no run has refreshed for this long (ms), of a model refused on it,
+            starts aging back toward its prior (see the module docstring, 10); None: estimates never age.
         stale_half_life_ms: how fast a stale estimate then ages (ms: the gap to its prior halves).
         **plan_options: :class:`~scheduler.policies._overload.OverloadPlan`
             options (``target``, ``shed_target``, ``replan_ms`` …).
