@@ -8,7 +8,8 @@ reads the clock; callers pass measured latencies in (ms).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import math
+from collections.abc import Collection, Iterator, Mapping
 
 
 class LatencyEstimator:
@@ -94,3 +95,86 @@ class LatencyEstimator:
         for m, p, ms in self.pairs():
             out.setdefault(m, {})[p] = ms
         return out
+
+
+class EstimateAger:
+    """Ages stale estimates back toward their floor, so one slow run cannot shut a model out for good.
+
+    A policy admits a request only when the estimate promises its deadline, and only a run measures
+    the estimate: after one slow run (a busy moment, a page fault) an estimate may stay above every
+    deadline for the rest of the session, since every later request is dropped before it runs. The
+    ager, called by the policy at each decision with the decision's ``now_ms`` (it never reads the
+    clock, so the simulator runs the same code), notices an observation as a change of the estimate
+    and, once a pair has had none for ``stale_ms`` (and, when the policy says which, its model was
+    refused on its estimate since), moves its estimate toward its *floor*, the lower of
+    its prior (profile or warm-up) and the lowest estimate it held, halving the distance every
+    ``half_life_ms``::
+
+        aged = floor + (observed - floor) * 0.5 ** ((now_ms - observed_at_ms - stale_ms) / half_life_ms)
+
+    where ``observed`` is the estimate the last observation left. As soon as the aged estimate fits a
+    request's deadline that request runs as a probe, and its measurement folds into the aged estimate
+    as usual: an estimate that was right (the model is that slow now) climbs back, one that was an
+    outlier stays down. A model that keeps running is never touched. At most one pass every
+    ``stale_ms / 4`` (ms of ``now_ms``), so it costs nothing on almost every decision.
+
+    Args:
+        stale_ms: time without an observation after which an estimate starts aging (ms).
+        half_life_ms: how fast it then ages toward its floor (ms).
+
+    Raises:
+        ValueError: a non-positive ``stale_ms`` or ``half_life_ms``.
+    """
+
+    __slots__ = ("half_life_ms", "stale_ms", "_next_ms", "_state")
+
+    def __init__(self, stale_ms: float = 1000.0, half_life_ms: float = 500.0) -> None:
+        for label, value in (("stale_ms", stale_ms), ("half_life_ms", half_life_ms)):
+            if not value > 0.0:
+                raise ValueError(f"{label} must be > 0 ms, got {value}")
+        self.stale_ms = float(stale_ms)
+        self.half_life_ms = float(half_life_ms)
+        self._next_ms = -math.inf
+        #: per pair: [estimate last seen, estimate the last observation left, when it was noticed (ms), floor]
+        self._state: dict[tuple[str, str], list[float]] = {}
+
+    def age(self, estimator: LatencyEstimator, now_ms: float, processors: Collection[str] | None = None,
+            refused: set[str] | None = None) -> list[tuple[str, str]]:
+        """Note new observations and age the stale estimates of ``estimator``; returns the pairs whose
+        estimate it lowered. Only pairs on ``processors`` (None: all), and only of the models in
+        ``refused`` (None: all): a policy passes the models it refused on their estimate since their
+        last observation, and the ager removes a model from it when it notices a new observation of it,
+        so a model the application simply stopped asking for keeps its estimate."""
+        if now_ms < self._next_ms:
+            return []
+        self._next_ms = now_ms + 0.25 * self.stale_ms
+        state, aged = self._state, []
+        table = estimator.ema_table()
+        for key in [k for k in state if k not in table]:   # forgotten pairs
+            del state[key]
+        for key, cur in table.items():
+            if processors is not None and key[1] not in processors:
+                continue
+            s = state.get(key)
+            if s is None:
+                prior = estimator.prior_ms(*key)
+                state[key] = [cur, cur, now_ms, min(cur, cur if prior is None else prior)]
+                continue
+            seen, observed, at, floor = s
+            if cur != seen:   # a measurement came in (or someone set it): a fresh observation
+                if refused is not None:
+                    refused.discard(key[0])
+                s[0] = s[1] = cur
+                s[2] = now_ms
+                prior = estimator.prior_ms(*key)
+                s[3] = min(floor, cur, floor if prior is None else prior)
+                continue
+            idle = now_ms - at - self.stale_ms
+            if idle <= 0.0 or observed <= floor or refused is not None and key[0] not in refused:
+                continue
+            new = floor + (observed - floor) * 0.5 ** (idle / self.half_life_ms)
+            if new < cur - 1e-9 * max(1.0, cur):
+                estimator.reset(key[0], key[1], new)
+                s[0] = new
+                aged.append(key)
+        return aged

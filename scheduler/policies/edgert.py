@@ -122,9 +122,16 @@ whose processors run one invocation at a time. One decision:
    ``"deadlines"`` never moves. While the policy's own heat estimate sees the next throttling level
    within ``heat_horizon_ms``, any saving counts, with the usual headroom (less heat).
 
+10. **Stale estimates age** (:class:`~scheduler.estimator.EstimateAger`): only a run measures a model,
+   so one slow run would shut out a model whose estimate then misses every deadline (the XR demo on a
+   loaded host: pose_landmark_full dropped 97 of 98 times). A local estimate no run refreshed for
+   ``stale_ms`` ages toward its prior while the model is refused on it; the first request it then
+   fits is the probe.
+
 No clock, no I/O, no randomness. The only state carried between decisions
-is the overload plan's (stream rates, shares, each pending request's fate) and the heat estimate, which
-changes only with requests not seen before and with ``now_ms``; the same
+is the overload plan's (stream rates, shares, each pending request's fate), the heat estimate and
+the ager's (when each estimate last changed, which models were refused on it), which
+change only with requests not seen before and with ``now_ms``; the same
 sequence of snapshots gives the same decisions, and deciding twice on one
 snapshot gives one answer. Times are ms.
 """
@@ -148,7 +155,7 @@ from scheduler.policies._slots import (
     swap_slot,
     take_older_slot,
 )
-from scheduler.estimator import LatencyEstimator
+from scheduler.estimator import EstimateAger, LatencyEstimator
 from scheduler.types import Assignment, LatencyModel, RequestView, SchedulerView
 
 _INF = float("inf")
@@ -189,24 +196,28 @@ class EdgertPolicy:
             it with the usual headroom). Without ``energy`` every objective places as ``"deadlines"``.
         energy: the device's energy figures (:class:`~scheduler.policies._energy.EnergyTable`), or None.
         heat_horizon_ms: how far ahead the policy looks for the next throttling level (ms).
+        stale_ms: a local estimate no run has refreshed for this long (ms), of a model refused on it,
+            starts aging back toward its prior (see the module docstring, 10); None: estimates never age.
+        stale_half_life_ms: how fast a stale estimate then ages (ms: the gap to its prior halves).
         **plan_options: :class:`~scheduler.policies._overload.OverloadPlan`
             options (``target``, ``shed_target``, ``replan_ms`` …).
 
     Raises:
-        ValueError: a negative margin, guard or slack; a non-positive plan option.
+        ValueError: a negative margin, guard or slack; a non-positive plan option or aging time.
     """
 
     name: ClassVar[str] = "edgert"
     #: it takes ``objective`` and ``energy`` (``scheduler.registry.make_policy`` passes the profile's)
     energy_aware: ClassVar[bool] = True
 
-    __slots__ = ("cloud_margin", "eft_slack", "green", "guard_ms", "k_local", "margin", "objective", "plan",
-                 "risky_margin", "short_first", "supersede", "use_plan", "watch", "window")
+    __slots__ = ("ager", "cloud_margin", "eft_slack", "green", "guard_ms", "k_local", "margin", "objective", "plan",
+                 "refused", "risky_margin", "short_first", "supersede", "use_plan", "watch", "window")
 
     def __init__(self, supersede: bool = True, margin: float = 0.2, cloud_margin: float = 0.4,
                  guard_ms: float = 5.0, eft_slack: float = 1.0, plan: bool = True, risky_margin: float = 0.05,
                  window: int = 32, objective: str = "balanced", energy: EnergyTable | None = None,
-                 heat_horizon_ms: float = 60_000.0, short_first: float = 2.0, **plan_options: Any) -> None:
+                 heat_horizon_ms: float = 60_000.0, short_first: float = 2.0, stale_ms: float | None = 1000.0,
+                 stale_half_life_ms: float = 500.0, **plan_options: Any) -> None:
         for label, value in (("margin", margin), ("cloud_margin", cloud_margin), ("guard_ms", guard_ms),
                              ("eft_slack", eft_slack), ("risky_margin", risky_margin), ("short_first", short_first)):
             if not value >= 0:
@@ -214,6 +225,8 @@ class EdgertPolicy:
         if not (isinstance(window, int) and window >= 1):
             raise ValueError(f"window must be an int >= 1, got {window!r}")
         self.window = window
+        self.ager = None if stale_ms is None else EstimateAger(stale_ms, stale_half_life_ms)
+        self.refused: set[str] = set()   # models dropped on their estimate since their last observation
         self.supersede = supersede
         self.margin = margin
         self.k_local = 1.0 + margin   # a local run's headroom factor
@@ -242,6 +255,8 @@ class EdgertPolicy:
             return []
         est = view.estimator.expected_ms
         procs = _processor_table(view.processors, now_ms)
+        if self.ager is not None and isinstance(view.estimator, LatencyEstimator):   # before anything reads it
+            self.ager.age(view.estimator, now_ms, procs.local, self.refused)
         if self.use_plan:
             self.plan.update(pending, now_ms, est, procs.local, procs.cloud_name, procs.cloud_slots)
         if self.watch is not None:
@@ -371,8 +386,10 @@ class EdgertPolicy:
         own = min(work.base[i] + ms for i, ms in row)
         if own > deadline:
             work.out.append(Assignment.drop(req.id, _late(own, deadline)))
+            self.refused.add(req.model)   # refused on its estimate: it may age (see decide)
         elif new:
             work.out.append(Assignment.drop(req.id, _behind(min(local_f, cloud_f), deadline)))
+            self.refused.add(req.model)
         return None
 
 
