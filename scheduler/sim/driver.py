@@ -27,13 +27,13 @@ a handler call per event would cost more than the rest of a request's
 bookkeeping): the heap holds only completions, ``(end_ms, seq, request
 id)``; root arrivals come from the workload's sorted columns; at each
 instant, completions run first (priority 0, FIFO by ``seq``), then arrivals
-(priority 1), then one decision (priority 2, :meth:`Simulation._decision_step`).
+(priority 1), then one decision (priority 2).
 A run that starts at an instant and takes 0 ms completes at that same instant.
 
 Latency model (:mod:`~scheduler.sim.latency`): each run's time is the profile's latency times a
 seeded log-normal factor (plus the cloud's transfer), and a hand-off delay (``dispatch_ms``) may pass
-between a processor taking a request and running it. Both are applied in one place, the run's start
-step (:meth:`Simulation._start_step`), whichever way the request got there: straight from a decision
+between a processor taking a request and running it. Both are applied in the run's start
+step (in :meth:`Simulation._event_loop`), whichever way the request got there: straight from a decision
 to a free processor, or from the head of a processor's queue when a run ends. With a profile's
 ``thermal`` section (and ``thermal=True``) that step also heats the device and divides the run time by
 the processor's speed at the throttling severity in force (:mod:`~scheduler.sim.heat`).
@@ -76,9 +76,6 @@ _OK, _LATE, _DROPPED = 0, 1, 2   # codes into scheduler.timeline.STATUSES
 _NAN = math.nan
 _new = tuple.__new__   # RequestView / SchedulerView built in C (see scheduler.sim._views)
 
-#: ``start_run(p, rid, p.lat[model code], now)`` starts request ``rid`` on processor ``p`` at ``now`` (ms);
-#: see :meth:`Simulation._start_step`
-StartStep = Callable[[SimProcessor, int, tuple[float, float, list[float]], float], None]
 
 
 def _firing_children(wl: Workload) -> list[list[int] | None]:
@@ -202,14 +199,30 @@ class Simulation:
 
     def _event_loop(self, on_tick: Callable[[float], None] | None, tick_every: int) -> None:
         """Every event in ``(time, priority, seq)`` order: at each instant the completions (a run frees its processor,
-        which starts its queue's head; its cascade stages become ready), root arrivals, one decision if any pending."""
+        which starts its queue's head; its cascade stages become ready), root arrivals, one decision if any pending.
+
+        One function on purpose: the start step and the decision are written inline (a Python call per run and per
+        decision cost more than the work they do). The start step -- written twice, for a queue's head and for a
+        decision's free processor, the same statements -- makes processor ``p`` run request ``rid`` from ``now`` plus
+        its hand-off delay, for its drawn run time (``lat = p.lat[model code]``: mean x the request's drawn factor +
+        the extra, :mod:`~scheduler.sim.latency`; with a heat model, divided by the processor's speed and its energy
+        counted, :meth:`Heat.run_ms`), and schedules its completion (ties at one end time complete in start order).
+        The decision: one policy decision over the pending requests and the processors' views (rebuilt where stale),
+        applied as the driver contract says: an assignment joins that processor's FIFO queue (starting at once if
+        it is free), a drop drops; then the "left unplaced" sweep."""
         mcode, mname, sname, frame, deadline, down = self._request_columns()
         ready, start, end, children, gap, proc = self._ready, self._start, self._end, self._children, self._gap, self._proc
         pending, stale, heap, ema, alpha = self._pending, self._stale, self._heap, *self._ema()
-        done_append, pop, push, inf, RV = self._done.append, heappop, heappush, math.inf, RequestView
-        decide_now = self._decision_step(start_run := self._start_step())
+        done_append, pop, push, inf, RV, SV = self._done.append, heappop, heappush, math.inf, RequestView, SchedulerView
+        hand, est, by_name, cands, drop = self._hand, self.estimator, self.by_name, self._cands, self._drop
+        policy_decide, policy_name = self.policy.decide, self.policy_name
+        unplaced, no_reason = left_unplaced(policy_name), dropped_by(policy_name)
+        heated = self.heat.run_ms if self.heat is not None else None   # throttle + energy, when modelled
+        pv: list[ProcessorView] = [p.idle_view for p in self.processors]   # the views, rebuilt where stale
+        pviews = tuple(pv)
         root_t, root_ids = root_arrivals(self.workload)   # in arrival order; root_t ends with inf
         ri, gi, decisions, now, ta = 0, 0, 0, 0.0, root_t[0]   # ta: the next root arrival's time
+        seq = 0   # completions at one end time in start order: (end, seq, id) on the heap
         try:
             while True:
                 if heap:   # the next event's time (statements: fewer opcodes than one conditional expression)
@@ -236,7 +249,15 @@ class Simulation:
                             del qc[m]
                         else:
                             qc[m] -= 1
-                        start_run(p, q, p.lat[m], now)   # type: ignore[arg-type]  # queued only where supported
+                        lat = p.lat[m]   # (queued only where supported)
+                        ms = lat[0] * lat[2][q] + lat[1]   # the start step (see the doc)
+                        if heated is not None:
+                            ms = heated(p.index, m, ms, now)
+                        start[q] = s = now + hand[q]
+                        proc[q] = p
+                        p.running.append(q)
+                        seq += 1
+                        push(heap, (s + ms, seq, q))
                     if p.view is not None:
                         p.view = None
                         stale.append(p)
@@ -255,101 +276,62 @@ class Simulation:
                     gi += 1
                     if on_tick is not None and gi % tick_every == 0:
                         on_tick(now)
-                if pending:   # priority 2: one decision for the instant
-                    decisions += 1
-                    decide_now(now)
+                if not pending:
+                    continue
+                decisions += 1   # priority 2: one decision for the instant (see the doc)
+                if stale:
+                    changed = False
+                    for p in stale:   # an idle processor's view is the one built ahead (most of them)
+                        p.view = v = p.idle_view if not p.running and not p.queue else p.make_view(start, mcode, ema)
+                        if v is not pv[p.index]:
+                            pv[p.index] = v
+                            changed = True
+                    stale.clear()
+                    if changed:   # else the same snapshot again (a processor idle again, as it was): no new tuple,
+                        pviews = tuple(pv)   # and a policy that caches by the tuple's identity keeps its cache
+                for rid, name, reason in policy_decide(_new(SV, (tuple(pending.values()), pviews, est)), now):
+                    try:
+                        del pending[rid]
+                    except KeyError:
+                        broken(not_pending(policy_name, rid), ON_BROKEN)
+                        continue   # (only under a switch that drops: nothing to drop)
+                    if name is None:
+                        drop(rid, reason or no_reason, now)
+                        continue
+                    try:
+                        p = by_name[name]
+                        lat = p.lat[m := mcode[rid]]
+                    except KeyError:
+                        lat = None
+                    if lat is None:
+                        drop(rid, self._misplaced(rid, name), now)
+                        continue
+                    if len(p.running) < p.slots and not p.queue:   # free: the start step (see the doc)
+                        ms = lat[0] * lat[2][rid] + lat[1]
+                        if heated is not None:
+                            ms = heated(p.index, m, ms, now)
+                        start[rid] = s = now + hand[rid]
+                        proc[rid] = p
+                        p.running.append(rid)
+                        seq += 1
+                        push(heap, (s + ms, seq, rid))
+                    else:
+                        p.queue.append(rid)
+                        qc = p.qcount
+                        qc[m] = qc.get(m, 0) + 1
+                    if p.view is not None:
+                        p.view = None
+                        stale.append(p)
+                if pending:   # left pending while every processor that could run it is idle: dropped
+                    for rid in list(pending):
+                        for p in cands[mcode[rid]]:
+                            if p.queue or len(p.running) >= p.slots:
+                                break
+                        else:
+                            del pending[rid]
+                            drop(rid, unplaced, now)
         finally:   # run() notes this time on an exception
             self.now_ms, self.decisions, self._groups_done = now, decisions, gi
-
-    def _start_step(self) -> StartStep:
-        """The one "start a request" step: ``start_run(p, rid, lat, now)`` makes processor ``p`` run request
-        ``rid`` from ``now`` plus its hand-off delay, for its drawn run time (``lat`` = ``p.lat[model code]``,
-        :mod:`~scheduler.sim.latency`), and schedules the completion (ties at one end time complete in
-        start order)."""
-        hand, start, proc, heap, mcode = self._hand, self._start, self._proc, self._heap, self._mcode
-        heated = self.heat.run_ms if self.heat is not None else None   # throttle + energy, when modelled
-        push, seq = heappush, 0   # seq: completions at one end time in start order, (end, seq, id) on the heap
-
-        def start_run(p: SimProcessor, rid: int, lat: tuple[float, float, list[float]], now: float) -> None:
-            nonlocal seq
-            ms = lat[0] * lat[2][rid] + lat[1]   # mean x this request's drawn factor + the extra
-            if heated is not None:
-                ms = heated(p.index, mcode[rid], ms, now)
-            start[rid] = s = now + hand[rid]
-            proc[rid] = p
-            p.running.append(rid)
-            seq += 1
-            push(heap, (s + ms, seq, rid))
-
-        def start_cool(p: SimProcessor, rid: int, lat: tuple[float, float, list[float]], now: float) -> None:
-            nonlocal seq   # start_run without the heat hook (no thermal model): the same step, one test fewer
-            start[rid] = s = now + hand[rid]
-            proc[rid] = p
-            p.running.append(rid)
-            seq += 1
-            push(heap, (s + (lat[0] * lat[2][rid] + lat[1]), seq, rid))
-        return start_run if heated is not None else start_cool
-
-    def _decision_step(self, start_run: StartStep) -> Callable[[float], None]:
-        """``decide_now(now)``: one policy decision over the pending requests and the processors' views
-        (rebuilt where stale), applied as the driver contract says: an assignment joins that processor's
-        FIFO queue (starting at once if it is free), a drop drops; then the "left unplaced" sweep."""
-        pending, stale, policy_decide, est = self._pending, self._stale, self.policy.decide, self.estimator
-        mcode = self._mcode
-        start, ema, by_name, cands, drop = self._start, est.ema_table(), self.by_name, self._cands, self._drop
-        procs = self.processors
-        pv: list[ProcessorView] = [p.idle_view for p in procs]   # the views, rebuilt where stale
-        pviews = tuple(pv)
-        unplaced, no_reason = left_unplaced(self.policy_name), dropped_by(self.policy_name)
-        SV = SchedulerView
-
-        def decide_now(now: float) -> None:
-            nonlocal pviews
-            if stale:
-                changed = False
-                for p in stale:   # an idle processor's view is the one built ahead (most of them)
-                    p.view = v = p.idle_view if not p.running and not p.queue else p.make_view(start, mcode, ema)
-                    if v is not pv[p.index]:
-                        pv[p.index] = v
-                        changed = True
-                stale.clear()
-                if changed:   # else the same snapshot again (a processor idle again, as it was): no new tuple, and
-                    pviews = tuple(pv)   # a policy that caches by the tuple's identity keeps its cache
-            for rid, name, reason in policy_decide(_new(SV, (tuple(pending.values()), pviews, est)), now):
-                try:
-                    del pending[rid]
-                except KeyError:
-                    broken(not_pending(self.policy_name, rid), ON_BROKEN)
-                    continue   # (only under a switch that drops: nothing to drop)
-                if name is None:
-                    drop(rid, reason or no_reason, now)
-                    continue
-                try:
-                    p = by_name[name]
-                    lat = p.lat[m := mcode[rid]]
-                except KeyError:
-                    lat = None
-                if lat is None:
-                    drop(rid, self._misplaced(rid, name), now)
-                    continue
-                if len(p.running) < p.slots and not p.queue:   # free: start it now
-                    start_run(p, rid, lat, now)
-                else:
-                    p.queue.append(rid)
-                    qc = p.qcount
-                    qc[m] = qc.get(m, 0) + 1
-                if p.view is not None:
-                    p.view = None
-                    stale.append(p)
-            if pending:   # left pending while every processor that could run it is idle: dropped
-                for rid in list(pending):
-                    for p in cands[mcode[rid]]:
-                        if p.queue or len(p.running) >= p.slots:
-                            break
-                    else:
-                        del pending[rid]
-                        drop(rid, unplaced, now)
-        return decide_now
 
     def _misplaced(self, rid: int, name: str) -> str:
         """A placement of request ``rid`` on ``name``, a processor that cannot run it: raises under ``ON_BROKEN``
