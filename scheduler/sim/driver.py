@@ -107,6 +107,7 @@ class Simulation:
                  stage_gap_ms: Sequence[float] | None = None) -> None:
         #: by request id: its hand-off delay (ms)
         self._hand = hand_offs(dispatch_ms, len(workload), seed)
+        self._no_hand = isinstance(dispatch_ms, (int, float)) and dispatch_ms == 0   # (valid: hand_offs checked it)
         #: by request id: how long after its upstream request ends a cascade stage becomes ready (ms): the app's own
         #: work before it submits the stage, measured live; None: at once
         self._gap = None if stage_gap_ms is None or not any(g > 0 for g in stage_gap_ms) else list(stage_gap_ms)
@@ -214,7 +215,9 @@ class Simulation:
         ready, start, end, children, gap, proc = self._ready, self._start, self._end, self._children, self._gap, self._proc
         pending, stale, heap, ema, alpha = self._pending, self._stale, self._heap, *self._ema()
         done_append, pop, push, inf, RV, SV = self._done.append, heappop, heappush, math.inf, RequestView, SchedulerView
-        hand, est, by_name, cands, drop = self._hand, self.estimator, self.by_name, self._cands, self._drop
+        est, by_name, cands, drop = self.estimator, self.by_name, self._cands, self._drop
+        # no hand-off delay: a run starts at ``now`` itself (``now + 0.0`` is ``now``: 0 <= now < inf), no float made
+        hand: list[float] | None = None if self._no_hand else self._hand
         policy_decide, policy_name = self.policy.decide, self.policy_name
         unplaced, no_reason = left_unplaced(policy_name), dropped_by(policy_name)
         heat = self.heat   # throttle + energy, when modelled: Heat.run_ms inline, its state in locals while running
@@ -261,7 +264,7 @@ class Simulation:
                             ms = ms / speed[i := p.index]
                             fixed, w = hcost[i][m]
                             mj += fixed + w * ms
-                        start[q] = s = now + hand[q]
+                        start[q] = s = now if hand is None else now + hand[q]
                         proc[q] = p
                         p.running.append(q)
                         seq += 1
@@ -324,7 +327,7 @@ class Simulation:
                             ms = ms / speed[i := p.index]
                             fixed, w = hcost[i][m]
                             mj += fixed + w * ms
-                        start[rid] = s = now + hand[rid]
+                        start[rid] = s = now if hand is None else now + hand[rid]
                         proc[rid] = p
                         p.running.append(rid)
                         seq += 1
