@@ -185,7 +185,9 @@ class Workload:
 def root_arrivals(wl: Workload) -> tuple[list[float], list[int]]:
     """The root requests that fire, in arrival order: each one's arrival time (ms), followed by ``inf``, and id."""
     roots = np.flatnonzero((wl.parent < 0) & wl.fires)
-    return [*wl.t_ms[roots].tolist(), math.inf], roots.tolist()
+    t = wl.t_ms[roots].tolist()
+    t.append(math.inf)
+    return t, roots.tolist()
 
 
 def arrival_groups(wl: Workload) -> tuple[list[float], list[list[int]]]:

@@ -27,13 +27,13 @@ a handler call per event would cost more than the rest of a request's
 bookkeeping): the heap holds only completions, ``(end_ms, seq, request
 id)``; root arrivals come from the workload's sorted columns; at each
 instant, completions run first (priority 0, FIFO by ``seq``), then arrivals
-(priority 1), then one decision (priority 2, :meth:`Simulation._decision_step`).
+(priority 1), then one decision (priority 2).
 A run that starts at an instant and takes 0 ms completes at that same instant.
 
 Latency model (:mod:`~scheduler.sim.latency`): each run's time is the profile's latency times a
 seeded log-normal factor (plus the cloud's transfer), and a hand-off delay (``dispatch_ms``) may pass
-between a processor taking a request and running it. Both are applied in one place, the run's start
-step (:meth:`Simulation._start_step`), whichever way the request got there: straight from a decision
+between a processor taking a request and running it. Both are applied in the run's start
+step (in :meth:`Simulation._event_loop`), whichever way the request got there: straight from a decision
 to a free processor, or from the head of a processor's queue when a run ends. With a profile's
 ``thermal`` section (and ``thermal=True``) that step also heats the device and divides the run time by
 the processor's speed at the throttling severity in force (:mod:`~scheduler.sim.heat`).
@@ -76,9 +76,6 @@ _OK, _LATE, _DROPPED = 0, 1, 2   # codes into scheduler.timeline.STATUSES
 _NAN = math.nan
 _new = tuple.__new__   # RequestView / SchedulerView built in C (see scheduler.sim._views)
 
-#: ``start_run(p, rid, p.lat[model code], now)`` starts request ``rid`` on processor ``p`` at ``now`` (ms);
-#: see :meth:`Simulation._start_step`
-StartStep = Callable[[SimProcessor, int, tuple[float, float, list[float]], float], None]
 
 
 def _firing_children(wl: Workload) -> list[list[int] | None]:
@@ -110,6 +107,7 @@ class Simulation:
                  stage_gap_ms: Sequence[float] | None = None) -> None:
         #: by request id: its hand-off delay (ms)
         self._hand = hand_offs(dispatch_ms, len(workload), seed)
+        self._no_hand = isinstance(dispatch_ms, (int, float)) and dispatch_ms == 0   # (valid: hand_offs checked it)
         #: by request id: how long after its upstream request ends a cascade stage becomes ready (ms): the app's own
         #: work before it submits the stage, measured live; None: at once
         self._gap = None if stage_gap_ms is None or not any(g > 0 for g in stage_gap_ms) else list(stage_gap_ms)
@@ -202,14 +200,34 @@ class Simulation:
 
     def _event_loop(self, on_tick: Callable[[float], None] | None, tick_every: int) -> None:
         """Every event in ``(time, priority, seq)`` order: at each instant the completions (a run frees its processor,
-        which starts its queue's head; its cascade stages become ready), root arrivals, one decision if any pending."""
+        which starts its queue's head; its cascade stages become ready), root arrivals, one decision if any pending.
+
+        One function on purpose: the start step and the decision are written inline (a Python call per run and per
+        decision cost more than the work they do). The start step -- written twice, for a queue's head and for a
+        decision's free processor, the same statements -- makes processor ``p`` run request ``rid`` from ``now`` plus
+        its hand-off delay, for its drawn run time (``lat = p.lat[model code]``: mean x the request's drawn factor +
+        the extra, :mod:`~scheduler.sim.latency`; with a heat model, divided by the processor's speed and its energy
+        counted: :meth:`Heat.run_ms`'s statements, with the model's sync time, speeds and pending mJ in locals), and schedules its completion (ties at one end time complete in start order).
+        The decision: one policy decision over the pending requests and the processors' views (rebuilt where stale),
+        applied as the driver contract says: an assignment joins that processor's FIFO queue (starting at once if
+        it is free), a drop drops; then the "left unplaced" sweep."""
         mcode, mname, sname, frame, deadline, down = self._request_columns()
         ready, start, end, children, gap, proc = self._ready, self._start, self._end, self._children, self._gap, self._proc
         pending, stale, heap, ema, alpha = self._pending, self._stale, self._heap, *self._ema()
-        done_append, pop, push, inf, RV = self._done.append, heappop, heappush, math.inf, RequestView
-        decide_now = self._decision_step(start_run := self._start_step())
+        done_append, pop, push, inf, RV, SV = self._done.append, heappop, heappush, math.inf, RequestView, SchedulerView
+        est, by_name, cands, drop = self.estimator, self.by_name, self._cands, self._drop
+        # no hand-off delay: a run starts at ``now`` itself (``now + 0.0`` is ``now``: 0 <= now < inf), no float made
+        hand: list[float] | None = None if self._no_hand else self._hand
+        policy_decide, policy_name = self.policy.decide, self.policy_name
+        unplaced, no_reason = left_unplaced(policy_name), dropped_by(policy_name)
+        heat = self.heat   # throttle + energy, when modelled: Heat.run_ms inline, its state in locals while running
+        next_sync, speed, hcost, mj = (heat.next_sync, heat.speed, heat.cost, heat.mj) if heat is not None \
+            else (inf, [], [], 0.0)
+        pv: list[ProcessorView] = [p.idle_view for p in self.processors]   # the views, rebuilt where stale
+        pviews = tuple(pv)
         root_t, root_ids = root_arrivals(self.workload)   # in arrival order; root_t ends with inf
         ri, gi, decisions, now, ta = 0, 0, 0, 0.0, root_t[0]   # ta: the next root arrival's time
+        seq = 0   # completions at one end time in start order: (end, seq, id) on the heap
         try:
             while True:
                 if heap:   # the next event's time (statements: fewer opcodes than one conditional expression)
@@ -236,7 +254,21 @@ class Simulation:
                             del qc[m]
                         else:
                             qc[m] -= 1
-                        start_run(p, q, p.lat[m], now)   # type: ignore[arg-type]  # queued only where supported
+                        lat = p.lat[m]   # (queued only where supported)
+                        ms = lat[0] * lat[2][q] + lat[1]   # the start step (see the doc)
+                        if heat is not None:   # Heat.run_ms, inline
+                            if now >= next_sync:
+                                heat.mj = mj
+                                heat.sync(now)
+                                next_sync, speed, mj = heat.next_sync, heat.speed, heat.mj
+                            ms = ms / speed[i := p.index]
+                            fixed, w = hcost[i][m]
+                            mj += fixed + w * ms
+                        start[q] = s = now if hand is None else now + hand[q]
+                        proc[q] = p
+                        p.running.append(q)
+                        seq += 1
+                        push(heap, (s + ms, seq, q))
                     if p.view is not None:
                         p.view = None
                         stale.append(p)
@@ -255,101 +287,70 @@ class Simulation:
                     gi += 1
                     if on_tick is not None and gi % tick_every == 0:
                         on_tick(now)
-                if pending:   # priority 2: one decision for the instant
-                    decisions += 1
-                    decide_now(now)
+                if not pending:
+                    continue
+                decisions += 1   # priority 2: one decision for the instant (see the doc)
+                if stale:
+                    changed = False
+                    for p in stale:   # an idle processor's view is the one built ahead (most of them)
+                        p.view = v = p.idle_view if not p.running and not p.queue else p.make_view(start, mcode, ema)
+                        if v is not pv[p.index]:
+                            pv[p.index] = v
+                            changed = True
+                    stale.clear()
+                    if changed:   # else the same snapshot again (a processor idle again, as it was): no new tuple,
+                        pviews = tuple(pv)   # and a policy that caches by the tuple's identity keeps its cache
+                for rid, name, reason in policy_decide(_new(SV, (tuple(pending.values()), pviews, est)), now):
+                    try:
+                        del pending[rid]
+                    except KeyError:
+                        broken(not_pending(policy_name, rid), ON_BROKEN)
+                        continue   # (only under a switch that drops: nothing to drop)
+                    if name is None:
+                        drop(rid, reason or no_reason, now)
+                        continue
+                    try:
+                        p = by_name[name]
+                        lat = p.lat[m := mcode[rid]]
+                    except KeyError:
+                        lat = None
+                    if lat is None:
+                        drop(rid, self._misplaced(rid, name), now)
+                        continue
+                    if len(p.running) < p.slots and not p.queue:   # free: the start step (see the doc)
+                        ms = lat[0] * lat[2][rid] + lat[1]
+                        if heat is not None:   # Heat.run_ms, inline
+                            if now >= next_sync:
+                                heat.mj = mj
+                                heat.sync(now)
+                                next_sync, speed, mj = heat.next_sync, heat.speed, heat.mj
+                            ms = ms / speed[i := p.index]
+                            fixed, w = hcost[i][m]
+                            mj += fixed + w * ms
+                        start[rid] = s = now if hand is None else now + hand[rid]
+                        proc[rid] = p
+                        p.running.append(rid)
+                        seq += 1
+                        push(heap, (s + ms, seq, rid))
+                    else:
+                        p.queue.append(rid)
+                        qc = p.qcount
+                        qc[m] = qc.get(m, 0) + 1
+                    if p.view is not None:
+                        p.view = None
+                        stale.append(p)
+                if pending:   # left pending while every processor that could run it is idle: dropped
+                    for rid in list(pending):
+                        for p in cands[mcode[rid]]:
+                            if p.queue or len(p.running) >= p.slots:
+                                break
+                        else:
+                            del pending[rid]
+                            drop(rid, unplaced, now)
         finally:   # run() notes this time on an exception
             self.now_ms, self.decisions, self._groups_done = now, decisions, gi
-
-    def _start_step(self) -> StartStep:
-        """The one "start a request" step: ``start_run(p, rid, lat, now)`` makes processor ``p`` run request
-        ``rid`` from ``now`` plus its hand-off delay, for its drawn run time (``lat`` = ``p.lat[model code]``,
-        :mod:`~scheduler.sim.latency`), and schedules the completion (ties at one end time complete in
-        start order)."""
-        hand, start, proc, heap, mcode = self._hand, self._start, self._proc, self._heap, self._mcode
-        heated = self.heat.run_ms if self.heat is not None else None   # throttle + energy, when modelled
-        push, seq = heappush, 0   # seq: completions at one end time in start order, (end, seq, id) on the heap
-
-        def start_run(p: SimProcessor, rid: int, lat: tuple[float, float, list[float]], now: float) -> None:
-            nonlocal seq
-            ms = lat[0] * lat[2][rid] + lat[1]   # mean x this request's drawn factor + the extra
-            if heated is not None:
-                ms = heated(p.index, mcode[rid], ms, now)
-            start[rid] = s = now + hand[rid]
-            proc[rid] = p
-            p.running.append(rid)
-            seq += 1
-            push(heap, (s + ms, seq, rid))
-
-        def start_cool(p: SimProcessor, rid: int, lat: tuple[float, float, list[float]], now: float) -> None:
-            nonlocal seq   # start_run without the heat hook (no thermal model): the same step, one test fewer
-            start[rid] = s = now + hand[rid]
-            proc[rid] = p
-            p.running.append(rid)
-            seq += 1
-            push(heap, (s + (lat[0] * lat[2][rid] + lat[1]), seq, rid))
-        return start_run if heated is not None else start_cool
-
-    def _decision_step(self, start_run: StartStep) -> Callable[[float], None]:
-        """``decide_now(now)``: one policy decision over the pending requests and the processors' views
-        (rebuilt where stale), applied as the driver contract says: an assignment joins that processor's
-        FIFO queue (starting at once if it is free), a drop drops; then the "left unplaced" sweep."""
-        pending, stale, policy_decide, est = self._pending, self._stale, self.policy.decide, self.estimator
-        mcode = self._mcode
-        start, ema, by_name, cands, drop = self._start, est.ema_table(), self.by_name, self._cands, self._drop
-        procs = self.processors
-        pv: list[ProcessorView] = [p.idle_view for p in procs]   # the views, rebuilt where stale
-        pviews = tuple(pv)
-        unplaced, no_reason = left_unplaced(self.policy_name), dropped_by(self.policy_name)
-        SV = SchedulerView
-
-        def decide_now(now: float) -> None:
-            nonlocal pviews
-            if stale:
-                changed = False
-                for p in stale:   # an idle processor's view is the one built ahead (most of them)
-                    p.view = v = p.idle_view if not p.running and not p.queue else p.make_view(start, mcode, ema)
-                    if v is not pv[p.index]:
-                        pv[p.index] = v
-                        changed = True
-                stale.clear()
-                if changed:   # else the same snapshot again (a processor idle again, as it was): no new tuple, and
-                    pviews = tuple(pv)   # a policy that caches by the tuple's identity keeps its cache
-            for rid, name, reason in policy_decide(_new(SV, (tuple(pending.values()), pviews, est)), now):
-                try:
-                    del pending[rid]
-                except KeyError:
-                    broken(not_pending(self.policy_name, rid), ON_BROKEN)
-                    continue   # (only under a switch that drops: nothing to drop)
-                if name is None:
-                    drop(rid, reason or no_reason, now)
-                    continue
-                try:
-                    p = by_name[name]
-                    lat = p.lat[m := mcode[rid]]
-                except KeyError:
-                    lat = None
-                if lat is None:
-                    drop(rid, self._misplaced(rid, name), now)
-                    continue
-                if len(p.running) < p.slots and not p.queue:   # free: start it now
-                    start_run(p, rid, lat, now)
-                else:
-                    p.queue.append(rid)
-                    qc = p.qcount
-                    qc[m] = qc.get(m, 0) + 1
-                if p.view is not None:
-                    p.view = None
-                    stale.append(p)
-            if pending:   # left pending while every processor that could run it is idle: dropped
-                for rid in list(pending):
-                    for p in cands[mcode[rid]]:
-                        if p.queue or len(p.running) >= p.slots:
-                            break
-                    else:
-                        del pending[rid]
-                        drop(rid, unplaced, now)
-        return decide_now
+            if heat is not None:
+                heat.mj = mj
 
     def _misplaced(self, rid: int, name: str) -> str:
         """A placement of request ``rid`` on ``name``, a processor that cannot run it: raises under ``ON_BROKEN``
@@ -377,11 +378,12 @@ class Simulation:
 
     def _tally(self) -> None:
         """Each processor's ``busy_ms`` and ``n_runs`` from the runs' start and end times (after :meth:`run`)."""
-        self._start_a = start = np.array(self._start)
-        self._end_a = end = np.array(self._end)
+        n = len(self._start)   # (np.fromiter: the same values as np.array of the lists, in two thirds of the time)
+        self._start_a = start = np.fromiter(self._start, np.float64, n)
+        self._end_a = end = np.fromiter(self._end, np.float64, n)
         took = end - start
         index: dict[SimProcessor | None, int] = {None: -1, **{p: p.index for p in self.processors}}
-        self._where = where = np.array(list(map(index.__getitem__, self._proc)), np.int64)
+        self._where = where = np.fromiter(map(index.__getitem__, self._proc), np.int64, n)
         ran = where >= 0
         busy = np.bincount(where[ran], weights=took[ran], minlength=len(self.processors))
         runs = np.bincount(where[ran], minlength=len(self.processors))
@@ -393,7 +395,7 @@ class Simulation:
     def outcome(self) -> Outcome:
         """Every request's terminal state, in the order they reached it (after :meth:`run`)."""
         if self._out is None:
-            order = np.array(self._done, np.int64)
+            order = np.fromiter(self._done, np.int64, len(self._done))
             wl = self.workload
             deadline = (wl.t_ms + wl.slo_ms)[order]
             end = self._end_a[order]
@@ -402,7 +404,7 @@ class Simulation:
             self._out = Outcome(
                 models=list(wl.models), processors=[p.name for p in self.processors], id=order,
                 model=wl.model[order], frame=wl.frame[order], status=status,
-                ready_ms=np.array(self._ready)[order], start_ms=self._start_a[order],
+                ready_ms=np.fromiter(self._ready, np.float64, len(self._ready))[order], start_ms=self._start_a[order],
                 end_ms=end, deadline_ms=deadline, processor=self._where[order].astype(np.int32),
                 reasons=self._reasons)
         return self._out

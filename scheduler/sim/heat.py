@@ -4,7 +4,7 @@ Heat: one :class:`~scheduler.sim.thermal.ThermalModel` per device, heated by
 ``baseline_w`` + every processor's ``idle_w`` + each run's energy above idle
 (measured ``energy_mj`` or ``active_w`` × its ms, less ``idle_w`` × its ms; a
 cloud run's radio energy). The driver's one start step
-(``Simulation._start_step``, here :meth:`Heat.start_step`) divides the run time
+(in ``Simulation._event_loop``, here :meth:`Heat.run_ms`) divides the run time
 by the processor's speed at the throttling severity in force (the cloud is
 never throttled) and adds the run's energy. At the first start at least
 ``SYNC_MS`` (100 ms) after the last sync, the model is integrated exactly

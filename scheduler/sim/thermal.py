@@ -157,8 +157,20 @@ class ThermalModel:
         if dt == 0:
             return self.severity
         t0 = self.temp_c
-        t1 = self.temperature_after(dt, power_w)
+        ss = self._amb + power_w * self._r   # temperature_after(dt, power_w), inline (the simulator syncs often)
+        t1 = ss + (t0 - ss) * math.exp(-dt / self._tau_ms)
         rising = t1 > t0
+        lv = self.level
+        if (t1 < self._on[lv + 1] if lv + 1 < len(self._on) else True) if rising \
+                else (lv == 0 or t1 >= self._off[lv]):   # no level crossed (most intervals): _settle's answer, fast
+            name = "none" if lv == 0 else self.spec.levels[lv - 1].severity
+            if dt > 0:   # (_spend(dt))
+                self.ms_at[name] = self.ms_at.get(name, 0.0) + dt
+            self.temp_c = t1
+            self.now_ms = float(t_ms)
+            if t1 > self.peak_c:
+                self.peak_c = t1
+            return name
         new = self._settle(t1, rising)
         spent = 0.0
         while self.level != new:   # monotone path: walk the levels crossed, at their exact times
