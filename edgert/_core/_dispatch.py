@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import math
-import queue
 import threading
 import time
 from collections import deque
@@ -28,11 +27,12 @@ import numpy as np
 
 from edgert._core import _validate
 from edgert._core._frame import Frame, current_frame
-from edgert._core._result import DROPPED, FAILED, LATE, OK, Result, completed, outputs_dict
+from edgert._core._resolver import ResolverThread, quiet, resolve
+from edgert._core._result import LATE, OK, Result, completed, outputs_dict
 from edgert._core._stats import ModelStats
 from edgert._core._trace import TraceWriter
 from edgert._core._worker import Request, Worker
-from edgert.errors import ConfigError, EdgeRTError, RequestDropped, did_you_mean
+from edgert.errors import ConfigError, EdgeRTError, did_you_mean
 from scheduler.contract import OnBroken, broken, dropped_by, left_unplaced, misplaced
 from scheduler.estimator import LatencyEstimator
 from scheduler.types import Assignment, Policy, ProcessorView, RequestView, SchedulerView
@@ -87,8 +87,7 @@ class Dispatcher:
     _frames: dict[int, Frame]              #: frame index -> frame, the most recent 4096 (cascade stages find theirs)
     _next_id: int                          #: the next request's id
     _closing: bool                         #: close() began: new requests are refused, cascade stages still run
-    _resolved: queue.SimpleQueue[list[tuple[Request, Result]] | None]   #: ended requests for the resolver thread
-    _resolver: threading.Thread | None     #: resolves what a worker ended while that worker runs its next request
+    _resolver: ResolverThread | None       #: resolves what a worker ended while that worker runs its next request
 
     def __init__(self, policy: Policy, estimator: LatencyEstimator) -> None:
         self._lock = threading.Lock()
@@ -110,7 +109,6 @@ class Dispatcher:
         self._frames = {}
         self._next_id = 0
         self._closing = False
-        self._resolved = queue.SimpleQueue()
         self._resolver = None
 
     def now_ms(self) -> float:
@@ -126,8 +124,7 @@ class Dispatcher:
         """Adopt ``workers`` and start their threads (``capacity`` each)."""
         self._workers = workers
         self._by_name = {w.name: w for w in workers}
-        self._resolver = threading.Thread(target=self._resolving, name="edgert-resolver", daemon=True)
-        self._resolver.start()
+        self._resolver = ResolverThread(lambda done: self._resolve(done))   # late-bound: tests may wrap _resolve
         for w in workers:
             for i in range(w.capacity):
                 t = threading.Thread(target=self._loop, args=(w,), name=f"edgert-{w.name}-{i}", daemon=True)
@@ -384,7 +381,7 @@ class Dispatcher:
                 self._complete_locked(req, res, w.name, end, done)
             elif not self._replace_locked(w, req, end):
                 self._fail_locked(req, err, end, done)
-            if chain and self._resolver is not None and all(_quiet(r) for r, _ in done):
+            if chain and self._resolver is not None and all(quiet(r) for r, _ in done):
                 if self._pending:
                     self._schedule_locked(self.now_ms(), done)
                 nxt = None
@@ -393,7 +390,7 @@ class Dispatcher:
                     w.running.append(nxt)
                     nxt.start_ms = self.now_ms()
                 if done:
-                    self._resolved.put(done)   # under the lock: before _stop_resolver's end mark, or not at all
+                    self._resolver.hand(done)   # under the lock: before _stop_resolver's end mark, or not at all
                 return nxt
         # Resolve first: completion callbacks submit the next cascade stages, which must be
         # pending when the freed processor is next decided on (else older work takes it).
@@ -406,22 +403,12 @@ class Dispatcher:
                 self._resolve(done)
         return None
 
-    def _resolving(self) -> None:
-        """The resolver thread: resolves the lists workers hand it, until handed None."""
-        while True:
-            done = self._resolved.get()
-            if done is None:
-                return
-            try:
-                self._resolve(done)
-            except Exception as exc:  # noqa: BLE001 - this thread must not die: a bug of ours, logged
-                bug_log.error("resolving %d request(s) raised", len(done), exc_info=exc)
-
     def _stop_resolver(self) -> None:
         """After the workers stopped: resolve what they handed over, then end the resolver thread."""
         with self._lock:   # a worker stuck past close's join resolves its own requests from now on
             resolver, self._resolver = self._resolver, None
-            self._resolved.put(None)
+            if resolver is not None:
+                resolver.close()
         if resolver is not None:
             resolver.join()
 
@@ -465,34 +452,12 @@ class Dispatcher:
             self._idle.notify_all()
 
     def _drop_locked(self, req: Request, reason: str, now: float, done: list[tuple[Request, Result]]) -> None:
-        res = Result(None, DROPPED, "", "", now - req.arrival_ms, now - req.arrival_ms,
-                     RequestDropped(req.model.name, reason), req.model.name, req.id, req.deadline_ms,
-                     req.arrival_ms, req.frame, req.trace_id)
-        self._complete_locked(req, res, "", now, done)
+        self._complete_locked(req, req.dropped(reason, now), "", now, done)
 
     def _fail_locked(self, req: Request, err: EdgeRTError, now: float, done: list[tuple[Request, Result]]) -> None:
-        proc = req.worker.name if req.worker is not None else ""
-        res = Result(None, FAILED, proc, "", now - req.arrival_ms,
-                     (req.start_ms if not math.isnan(req.start_ms) else now) - req.arrival_ms, err,
-                     req.model.name, req.id, req.deadline_ms, req.arrival_ms, req.frame, req.trace_id)
-        self._complete_locked(req, res, proc, now, done)
+        res = req.failed(err, now)
+        self._complete_locked(req, res, res.processor, now, done)
 
     def _resolve(self, done: Iterable[tuple[Request, Result]]) -> None:
-        """Hand each terminal result to its request and future, and its outcome to the trace (if any).
-
-        Outside the lock: completion callbacks may submit the next cascade stages."""
-        trace = self._trace
-        for req, res in done:
-            if trace is not None:
-                trace.finish(res)
-            req.result = res
-            fut = req.future
-            if fut is not None and not fut.cancelled():
-                fut.set_result(res)
-
-
-def _quiet(req: Request) -> bool:
-    """Whether resolving ``req`` runs no code of the app's (a future with no completion callback), so
-    it cannot submit the next stage of a cascade that the freed processor's decision should see."""
-    fut = req.future
-    return fut is not None and not getattr(fut, "_done_callbacks", True)   # CPython's Future keeps them there
+        """Resolve ``done`` (:func:`edgert._core._resolver.resolve`) with this runtime's trace."""
+        resolve(done, self._trace)

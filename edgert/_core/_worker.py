@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from delegates.base import Delegate, Session
-from edgert.errors import ConfigError
+from edgert._core._result import DROPPED, FAILED, Result
+from edgert.errors import ConfigError, EdgeRTError, RequestDropped
 from scheduler.types import ProcessorView, RequestView
 
 if TYPE_CHECKING:
     from edgert._core._model import LoadedModel
-    from edgert._core._result import Result
 
 
 class Request:
@@ -52,6 +52,19 @@ class Request:
         self.trace_t_ms = trace_t_ms
         self.attempts = 0
         self.frame = frame
+
+    def dropped(self, reason: str, now_ms: float) -> Result:
+        """Its ``dropped`` result at ``now_ms``, saying ``reason``."""
+        waited = now_ms - self.arrival_ms
+        return Result(None, DROPPED, "", "", waited, waited, RequestDropped(self.model.name, reason),
+                      self.model.name, self.id, self.deadline_ms, self.arrival_ms, self.frame, self.trace_id)
+
+    def failed(self, err: EdgeRTError, now_ms: float) -> Result:
+        """Its ``failed`` result at ``now_ms``, carrying ``err``, on the worker it was given (if any)."""
+        proc = self.worker.name if self.worker is not None else ""
+        start = self.start_ms if not math.isnan(self.start_ms) else now_ms
+        return Result(None, FAILED, proc, "", now_ms - self.arrival_ms, start - self.arrival_ms, err,
+                      self.model.name, self.id, self.deadline_ms, self.arrival_ms, self.frame, self.trace_id)
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"<Request {self.id} {self.model.name} deadline={self.deadline_ms:.1f}ms>"

@@ -1,0 +1,84 @@
+"""The end of a request's walk: its terminal result handed to the request, its future and the trace.
+
+Whoever ends requests outside a worker's run resolves them on its own thread (:func:`resolve`). A
+worker's own thread hands what it ended to the :class:`ResolverThread` and starts its next run at
+once, when resolving cannot submit work (:func:`quiet`): the processor's idle gap between two runs
+is then the bookkeeping and the decision only (issue 28).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from edgert._core._result import Result
+    from edgert._core._trace import TraceWriter
+    from edgert._core._worker import Request
+
+Ended = list[tuple["Request", "Result"]]
+
+bug_log = logging.getLogger("edgert.bug")
+
+
+def resolve(done: Iterable[tuple[Request, Result]], trace: TraceWriter | None) -> None:
+    """Hand each terminal result to its request and future, and its outcome to ``trace`` (if any).
+
+    Outside the runtime's lock: completion callbacks may submit the next cascade stages."""
+    for req, res in done:
+        if trace is not None:
+            trace.finish(res)
+        req.result = res
+        fut = req.future
+        if fut is not None and not fut.cancelled():
+            fut.set_result(res)
+
+
+def quiet(req: Request) -> bool:
+    """Whether resolving ``req`` runs no code of the app's (a future with no completion callback), so
+    it cannot submit the next stage of a cascade that the freed processor's decision should see."""
+    fut = req.future
+    return fut is not None and not getattr(fut, "_done_callbacks", True)   # CPython's Future keeps them there
+
+
+class ResolverThread:
+    """One thread that resolves the lists of ended requests workers hand it, in order, until closed.
+
+    Args:
+        resolve_fn: resolves one list (the dispatcher's, so it sees the runtime's trace).
+    """
+
+    def __init__(self, resolve_fn: Callable[[Ended], None]) -> None:
+        self._resolve = resolve_fn
+        self._queue: queue.SimpleQueue[Ended | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="edgert-resolver", daemon=True)
+        self._thread.start()
+
+    def hand(self, done: Ended) -> None:
+        """Queue ``done`` for resolution (under the runtime's lock: before :meth:`close`'s end mark, or not at all)."""
+        self._queue.put(done)
+
+    def close(self) -> None:
+        """Mark the end (under the runtime's lock); what was handed before it is still resolved."""
+        self._queue.put(None)
+
+    def join(self) -> None:
+        """Wait until everything handed before :meth:`close` is resolved and the thread has ended."""
+        self._thread.join()
+
+    def is_alive(self) -> bool:
+        """Whether the thread still runs."""
+        return self._thread.is_alive()
+
+    def _loop(self) -> None:
+        while True:
+            done = self._queue.get()
+            if done is None:
+                return
+            try:
+                self._resolve(done)
+            except Exception as exc:  # noqa: BLE001 - this thread must not die: a bug of ours, logged
+                bug_log.error("resolving %d request(s) raised", len(done), exc_info=exc)
