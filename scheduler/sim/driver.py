@@ -65,14 +65,13 @@ from scheduler.sim.columns import Workload, downstream_ms, root_arrivals
 from scheduler.sim.heat import Heat
 from scheduler.sim.latency import bind_latencies, hand_offs, latency_table, make_processors
 from scheduler.sim.memory import fit_memory
-from scheduler.sim.metrics import Outcome
+from scheduler.sim.metrics import Outcome, outcome_of
 from scheduler.sim.processor import SimProcessor
 from scheduler.types import Policy, ProcessorView, RequestView, SchedulerView
 
 #: A broken decision stops a simulated run (the live runtime drops the request instead): see scheduler.contract
 ON_BROKEN = OnBroken.RAISE
 
-_OK, _LATE, _DROPPED = 0, 1, 2   # codes into scheduler.timeline.STATUSES
 _NAN = math.nan
 _new = tuple.__new__   # RequestView / SchedulerView built in C (see scheduler.sim._views)
 
@@ -395,16 +394,6 @@ class Simulation:
     def outcome(self) -> Outcome:
         """Every request's terminal state, in the order they reached it (after :meth:`run`)."""
         if self._out is None:
-            order = np.fromiter(self._done, np.int64, len(self._done))
-            wl = self.workload
-            deadline = (wl.t_ms + wl.slo_ms)[order]
-            end = self._end_a[order]
-            dropped = np.frombuffer(self._dropped, np.uint8)[order].astype(bool)
-            status = np.where(dropped, _DROPPED, np.where(end <= deadline, _OK, _LATE)).astype(np.int8)
-            self._out = Outcome(
-                models=list(wl.models), processors=[p.name for p in self.processors], id=order,
-                model=wl.model[order], frame=wl.frame[order], status=status,
-                ready_ms=np.fromiter(self._ready, np.float64, len(self._ready))[order], start_ms=self._start_a[order],
-                end_ms=end, deadline_ms=deadline, processor=self._where[order].astype(np.int32),
-                reasons=self._reasons)
+            self._out = outcome_of(self.workload, [p.name for p in self.processors], self._done, self._dropped,
+                                   self._ready, self._start_a, self._end_a, self._where, self._reasons)
         return self._out

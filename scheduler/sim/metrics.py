@@ -25,6 +25,8 @@ import numpy as np
 
 from scheduler.timeline import STATUSES, RequestRecord
 
+_OK, _LATE, _DROPPED = 0, 1, 2   # codes into scheduler.timeline.STATUSES
+
 _RT_K = 15.0
 _NUM = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -93,6 +95,21 @@ class Outcome:
                 self.deadline_ms.tolist(), self.processor.tolist(), self.start_ms.tolist(),
                 self.end_ms.tolist(), self.frame.tolist())
         ]
+
+
+def outcome_of(wl: Any, processors: list[str], done: Sequence[int], dropped: bytearray, ready: Sequence[float],
+               start_ms: np.ndarray, end_ms: np.ndarray, where: np.ndarray, reasons: dict[int, str]) -> Outcome:
+    """A simulated run's :class:`Outcome` from the driver's columns: requests in the order they ended
+    (``done``), each run's start and end (ms) and processor index (-1: none) by request id."""
+    order = np.fromiter(done, np.int64, len(done))
+    deadline = (wl.t_ms + wl.slo_ms)[order]
+    end = end_ms[order]
+    is_dropped = np.frombuffer(dropped, np.uint8)[order].astype(bool)
+    status = np.where(is_dropped, _DROPPED, np.where(end <= deadline, _OK, _LATE)).astype(np.int8)
+    return Outcome(
+        models=list(wl.models), processors=processors, id=order, model=wl.model[order], frame=wl.frame[order],
+        status=status, ready_ms=np.fromiter(ready, np.float64, len(ready))[order], start_ms=start_ms[order],
+        end_ms=end, deadline_ms=deadline, processor=where[order].astype(np.int32), reasons=reasons)
 
 
 def realtime_scores(end_ms: np.ndarray, deadline_ms: np.ndarray) -> np.ndarray:
