@@ -44,6 +44,7 @@ import edgert
 from apps.camera import directory_frames, synthetic_frames, video_frames
 from apps.xr import FrameResult, Pipelines
 from apps.xr.stages import describe
+from apps.xr_demo_media import ShowWriter, write_snapshot
 from apps.xr_demo_report import cloud_report, failure_reasons, reason_examples, report_text, summarize
 from edgert._extras import require
 from edgert.cli._table import width
@@ -252,55 +253,6 @@ def frame_source(args: argparse.Namespace) -> tuple[Iterator[np.ndarray], str]:
     return assets.sample_frames(), "sample scene (astronaut + a hand, panning)"
 
 
-def write_snapshot(rt: edgert.Runtime, args: argparse.Namespace, path: str, count: int = 6) -> None:
-    """A mosaic of the source's first ``count`` distinct frames, each processed in static-image mode."""
-    import cv2  # noqa: PLC0415
-
-    from apps.xr.draw import draw, mosaic  # noqa: PLC0415
-
-    frames, _ = frame_source(args)
-    px = Pipelines(rt, tracking=False, models_dir=_models_dir(args))
-    tiles = []
-    first = None
-    for f in frames:
-        if first is not None and f.shape == first.shape and np.array_equal(f, first):
-            break   # looped back to the start
-        first = f if first is None else first
-        tiles.append(draw(f, [px.process(f)]))
-        if len(tiles) >= count:
-            break
-    cv2.imwrite(path, mosaic(tiles)[..., ::-1])
-
-
-class ShowWriter:
-    """``--show OUT.mp4``: every camera frame with each stream's newest result drawn over it."""
-
-    def __init__(self, path: str, session: XRSession) -> None:
-        self.path, self.session = path, session
-        self._w: Any = None
-        self._size = (0, 0)
-
-    def __call__(self, frame: np.ndarray) -> None:
-        """Draw the newest results over ``frame`` and append it."""
-        import cv2  # noqa: PLC0415
-
-        from apps.xr.draw import draw  # noqa: PLC0415
-
-        img = draw(frame, self.session.last_results())
-        if self._w is None:
-            self._size = (img.shape[1], img.shape[0])
-            fourcc = cv2.VideoWriter_fourcc(*"mp4v")  # type: ignore[attr-defined]
-            self._w = cv2.VideoWriter(self.path, fourcc, CAMERA_FPS, self._size)
-        if (img.shape[1], img.shape[0]) != self._size:
-            img = cv2.resize(img, self._size)
-        self._w.write(np.ascontiguousarray(img[..., ::-1]))
-
-    def close(self) -> None:
-        """Finish the file."""
-        if self._w is not None:
-            self._w.release()
-
-
 def demo_delegates(spec: str | None) -> str | list[str]:
     """``--delegates``: ``auto``, ``cpu``, ``gpu`` (the GPU paths plus the CPU paths, which take the
     models or ops a GPU path refuses), or comma-separated names.
@@ -339,7 +291,7 @@ def main_from_args(args: argparse.Namespace) -> int:
     with edgert.Runtime(delegates=demo_delegates(getattr(args, "delegates", "auto")), scheduler=args.scheduler,
                         offload=offload, trace=args.trace, cpu_workers=args.cpu_workers) as rt:
         session = XRSession(rt, models_dir=_models_dir(args), users=getattr(args, "users", 1))
-        writer = ShowWriter(args.show, session) if args.show else None
+        writer = ShowWriter(args.show, session.last_results, CAMERA_FPS) if args.show else None
         title = f"edgert xr-demo: scheduler {rt.scheduler} on {', '.join(rt.processors)}, {source}"
         live = _live_display(args, total)
         session_run(session, frames, args.seconds, writer, live,
@@ -349,7 +301,8 @@ def main_from_args(args: argparse.Namespace) -> int:
             writer.close()
             print(f"show: {args.show}")
         if args.snapshot:
-            write_snapshot(rt, args, args.snapshot)
+            write_snapshot(Pipelines(rt, tracking=False, models_dir=_models_dir(args)), frame_source(args)[0],
+                           args.snapshot)
             print(f"snapshot: {args.snapshot}")
         memory = rt.memory()   # before close: it counts the sessions open
         rt.close()
