@@ -170,6 +170,7 @@ class CompiledSession(Session):
                                  "use litert-xnnpack")
         self._in_bufs = model.create_input_buffers(0)
         self._out_bufs = model.create_output_buffers(0)
+        self._out_n = [int(np.prod(s.concrete_shape(), dtype=np.int64)) for s in self.outputs]   # static
         self.coverage = 1.0
         self._engine = engine
         # LiteRT creates a process-wide environment on the first run and logs that at INFO from C++: run
@@ -198,8 +199,7 @@ class CompiledSession(Session):
             for buf, spec, arr in zip(self._in_bufs, self.inputs, feeds):
                 buf.write(np.ascontiguousarray(arr, dtype=spec.dtype))
             self._model.run_by_index(0, self._in_bufs, self._out_bufs)
-            flat = [np.asarray(buf.read(int(np.prod(s.concrete_shape(), dtype=np.int64)), s.dtype))
-                    for buf, s in zip(self._out_bufs, self.outputs)]
+            flat = [np.asarray(buf.read(n, s.dtype)) for buf, n, s in zip(self._out_bufs, self._out_n, self.outputs)]
         except LITERT_ERRORS as exc:   # anything else is a bug of ours: it propagates
             raise InferenceError(f"LiteRT CompiledModel failed running {self._label}: {exc}") from exc
         return conform(flat, self.outputs, f"LiteRT CompiledModel running {self._label}")

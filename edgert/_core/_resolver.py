@@ -38,10 +38,14 @@ def resolve(done: Iterable[tuple[Request, Result]], trace: TraceWriter | None) -
 
 
 def quiet(req: Request) -> bool:
-    """Whether resolving ``req`` runs no code of the app's (a future with no completion callback), so
-    it cannot submit the next stage of a cascade that the freed processor's decision should see."""
+    """Whether resolving ``req`` cannot submit the next stage of a cascade that the freed processor's
+    decision should see: its model declares no ``then=`` stages and its future has no completion
+    callback (CPython's Future keeps them in ``_done_callbacks``; where it does not, never quiet).
+
+    A caller blocked in ``concurrent.futures.wait`` that submits the next stage when it wakes is not
+    seen here: that stage reaches the policy a moment after the freed processor's decision."""
     fut = req.future
-    return fut is not None and not getattr(fut, "_done_callbacks", True)   # CPython's Future keeps them there
+    return fut is not None and not req.model.then and not getattr(fut, "_done_callbacks", True)
 
 
 class ResolverThread:

@@ -389,7 +389,6 @@ class EdgertPolicy:
             self.refused.add(req.model)   # refused on its estimate: it may age (see decide)
         elif new:
             work.out.append(Assignment.drop(req.id, _behind(min(local_f, cloud_f), deadline)))
-            self.refused.add(req.model)
         return None
 
 

@@ -206,7 +206,7 @@ class Simulation:
         decision's free processor, the same statements -- makes processor ``p`` run request ``rid`` from ``now`` plus
         its hand-off delay, for its drawn run time (``lat = p.lat[model code]``: mean x the request's drawn factor +
         the extra, :mod:`~scheduler.sim.latency`; with a heat model, divided by the processor's speed and its energy
-        counted: :meth:`Heat.run_ms`'s statements, with the model's sync time, speeds and pending mJ in locals), and schedules its completion (ties at one end time complete in start order).
+        counted: the heat start rule (scheduler.sim.heat's module doc), with the model's sync time, speeds and pending mJ in locals), and schedules its completion (ties at one end time complete in start order).
         The decision: one policy decision over the pending requests and the processors' views (rebuilt where stale),
         applied as the driver contract says: an assignment joins that processor's FIFO queue (starting at once if
         it is free), a drop drops; then the "left unplaced" sweep."""
@@ -219,7 +219,7 @@ class Simulation:
         hand: list[float] | None = None if self._no_hand else self._hand
         policy_decide, policy_name = self.policy.decide, self.policy_name
         unplaced, no_reason = left_unplaced(policy_name), dropped_by(policy_name)
-        heat = self.heat   # throttle + energy, when modelled: Heat.run_ms inline, its state in locals while running
+        heat = self.heat   # throttle + energy, when modelled: the heat start rule inline, its state in locals while running
         next_sync, speed, hcost, mj = (heat.next_sync, heat.speed, heat.cost, heat.mj) if heat is not None \
             else (inf, [], [], 0.0)
         pv: list[ProcessorView] = [p.idle_view for p in self.processors]   # the views, rebuilt where stale
@@ -255,7 +255,7 @@ class Simulation:
                             qc[m] -= 1
                         lat = p.lat[m]   # (queued only where supported)
                         ms = lat[0] * lat[2][q] + lat[1]   # the start step (see the doc)
-                        if heat is not None:   # Heat.run_ms, inline
+                        if heat is not None:   # the heat start rule, inline
                             if now >= next_sync:
                                 heat.mj = mj
                                 heat.sync(now)
@@ -318,7 +318,7 @@ class Simulation:
                         continue
                     if len(p.running) < p.slots and not p.queue:   # free: the start step (see the doc)
                         ms = lat[0] * lat[2][rid] + lat[1]
-                        if heat is not None:   # Heat.run_ms, inline
+                        if heat is not None:   # the heat start rule, inline
                             if now >= next_sync:
                                 heat.mj = mj
                                 heat.sync(now)

@@ -4,7 +4,7 @@ Heat: one :class:`~scheduler.sim.thermal.ThermalModel` per device, heated by
 ``baseline_w`` + every processor's ``idle_w`` + each run's energy above idle
 (measured ``energy_mj`` or ``active_w`` × its ms, less ``idle_w`` × its ms; a
 cloud run's radio energy). The driver's one start step
-(in ``Simulation._event_loop``, here :meth:`Heat.run_ms`) divides the run time
+(written inline in ``Simulation._event_loop``, its state read from this object) divides the run time
 by the processor's speed at the throttling severity in force (the cloud is
 never throttled) and adds the run's energy. At the first start at least
 ``SYNC_MS`` (100 ms) after the last sync, the model is integrated exactly
@@ -86,16 +86,6 @@ class Heat:
             if t.level != level:
                 self.speed = [1.0 if c else t.speed(n) for n, c in zip(self._names, self._cloud)]
         self.next_sync = now_ms + SYNC_MS
-
-    def run_ms(self, proc_index: int, model_code: int, ms: float, now_ms: float) -> float:
-        """A run starting at ``now_ms`` on processor ``proc_index``: its time (ms) divided by the
-        processor's current speed, and its energy counted (the driver's start step calls this)."""
-        if now_ms >= self.next_sync:
-            self.sync(now_ms)
-        ms = ms / self.speed[proc_index]
-        fixed, w = self.cost[proc_index][model_code]
-        self.mj += fixed + w * ms
-        return ms
 
     def close(self, end_ms: float) -> None:
         """Integrate to the end of the run (ms); an earlier time changes nothing."""
