@@ -56,7 +56,8 @@ def test_force_fp32_sets_the_eps_own_options(provider: str, options: dict, want:
     assert ort_force_fp32("x", provider, options) == forced
     d = OrtDelegate("test-ep", "gpu", provider, options)   # a fresh delegate, not the registry's
     d.configure({"force_fp32": True})
-    assert d.precision in ("fp32", "tf32") and all(d.provider_options[k] == v for k, v in forced.items())
+    # TensorRT has no switch for its default TF32 here: forced, it stays tf32 (declared as such)
+    assert d.precision == ("tf32" if provider == "TensorrtExecutionProvider" else "fp32") and all(d.provider_options[k] == v for k, v in forced.items())
 
 
 def test_force_fp32_is_refused_where_the_backend_has_no_fp32() -> None:
@@ -114,7 +115,7 @@ def test_a_models_tolerance_excludes_paths_beyond_it_and_says_why(tmp_path: Path
         assert "excluded" not in stats["loose"]
         res = [strict.submit(x).result() for _ in range(6)]
         assert {r.delegate for r in res} == {"ort-cpu"} and {r.precision for r in res} == {"fp32"}
-        assert {r.processor for r in (loose.submit(x).result() for _ in range(1))} <= {"cpu0", "gpu"}
+        assert all(r.status == "ok" and r.processor for r in (loose.submit(x).result() for _ in range(3)))
     with pytest.raises(ConfigError, match="tolerance must be a number > 0"):
         with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=1) as rt:
             rt.load(paths["onnx"], tolerance=-1)
