@@ -80,7 +80,7 @@ def parse_broker_url(url: str) -> CloudConfig:
                       password=unquote(parts.password) if parts.password else os.environ.get("EDGERT_MQTT_PASSWORD"),
                       tls=tls)
     fields: dict[str, Any] = {}
-    conv: dict[str, Callable[[str], Any]] = {"ca": str, "cert": str, "key": str, "prefix": str, "insecure": _flag, "capacity": int,
+    conv: dict[str, Callable[[str], Any]] = {"ca": str, "cert": str, "key": str, "prefix": str, "insecure": url_flag, "capacity": int,
             "timeout_ms": float, "max_payload": int, "qos": int}
     for k, vals in parse_qs(parts.query, keep_blank_values=True).items():
         if k not in conv:
@@ -96,7 +96,8 @@ def parse_broker_url(url: str) -> CloudConfig:
     return replace(cfg, **fields)
 
 
-def _flag(v: str) -> bool:
+def url_flag(v: str) -> bool:
+    """A URL query flag: present with no value, or 1/true/yes/on (any case), is on."""
     return v.lower() in ("", "1", "true", "yes", "on")
 
 

@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from edgert.errors import ConfigError
+from edgert.offload._config import url_flag
 
 #: URL scheme -> (protocol, TLS, default port).
 SCHEMES: dict[str, tuple[str, bool, int]] = {
@@ -130,7 +131,7 @@ def parse_kserve_url(url: str, *, models: dict[str, str] | None = None,
     maps: list[tuple[str, str, str]] = []
     hdrs: list[tuple[str, str]] = []
     fields: dict[str, Any] = {}
-    conv: dict[str, Callable[[str], Any]] = {"ca": str, "cert": str, "key": str, "insecure": _flag, "capacity": int, "timeout_ms": float,
+    conv: dict[str, Callable[[str], Any]] = {"ca": str, "cert": str, "key": str, "insecure": url_flag, "capacity": int, "timeout_ms": float,
             "connect_timeout_ms": float}
     for k, v in parse_qsl(parts.query, keep_blank_values=True):
         if k.startswith("model."):
@@ -172,7 +173,3 @@ def _header(v: str) -> tuple[str, str]:
     if not sep or not name.strip():
         raise ConfigError(f"header {v!r} must be Name:Value, e.g. header=Authorization:Bearer%20TOKEN")
     return name.strip(), value.strip()
-
-
-def _flag(v: str) -> bool:
-    return v.lower() in ("", "1", "true", "yes", "on")

@@ -25,15 +25,13 @@ from mlserver.errors import InferenceError
 from mlserver.types import InferenceRequest, InferenceResponse, MetadataTensor
 from mlserver.utils import get_model_uri
 
+from edgert.offload._kserve_transport import DATATYPES
+
 #: ONNX Runtime's type strings -> the protocol's datatypes.
 _ORT_TYPES = {"tensor(float)": "FP32", "tensor(double)": "FP64", "tensor(float16)": "FP16",
               "tensor(int8)": "INT8", "tensor(int16)": "INT16", "tensor(int32)": "INT32", "tensor(int64)": "INT64",
               "tensor(uint8)": "UINT8", "tensor(uint16)": "UINT16", "tensor(uint32)": "UINT32",
               "tensor(uint64)": "UINT64", "tensor(bool)": "BOOL"}
-_NUMPY = {"FP32": np.float32, "FP64": np.float64, "FP16": np.float16, "INT8": np.int8, "INT16": np.int16,
-          "INT32": np.int32, "INT64": np.int64, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32,
-          "UINT64": np.uint64, "BOOL": np.bool_}
-
 
 def _tensor(arg: Any) -> MetadataTensor:
     dt = _ORT_TYPES.get(arg.type)
@@ -78,7 +76,7 @@ class OnnxRuntimeModel(MLModel):
             if inp.datatype != spec.datatype or len(shape) != len(spec.shape) or any(
                     e >= 0 and e != g for e, g in zip(spec.shape, shape)):
                 raise InferenceError(f"input {spec.name!r} of model {self.name!r} is {want}, got {inp.datatype}{shape}")
-            feeds[spec.name] = np.asarray(NumpyCodec.decode_input(inp), dtype=_NUMPY[spec.datatype]).reshape(shape)
+            feeds[spec.name] = np.asarray(NumpyCodec.decode_input(inp), dtype=DATATYPES[spec.datatype]).reshape(shape)
         if given:
             raise InferenceError(f"model {self.name!r} has no input(s) {', '.join(map(repr, given))}")
         names = [o.name for o in self.outputs or []]
