@@ -39,7 +39,8 @@ class KServeWorker(CloudWorker):
     def __init__(self, cfg: KServeConfig, lock: threading.Lock, runtime: Runtime | None = None) -> None:
         from edgert.offload._kserve_client import KServeDelegate, KServeLink  # noqa: PLC0415
 
-        super().__init__(cfg, lock, runtime, delegate=KServeDelegate(KServeLink(cfg)))
+        link = KServeLink(cfg)
+        super().__init__(cfg, lock, runtime, link=link, delegate=KServeDelegate(link))
 
     def open_model(self, model: LoadedModel, delegate: Delegate) -> Session:
         """Find ``model`` on the server and check its metadata against the model's inputs and outputs.

@@ -70,9 +70,13 @@ class CloudWorker(Worker):
     inline_ok = False
 
     def __init__(self, cfg: CloudConfig | KServeConfig, lock: threading.Lock, runtime: Runtime | None = None,
-                 embedded: EmbeddedCloud | None = None, *, delegate: Delegate | None = None) -> None:
-        # ``delegate``: another protocol's (kserve: ``_kserve_worker``); its ``link`` has ``connected``
-        self.link: Any = MqttLink(cfg) if isinstance(cfg, CloudConfig) else getattr(delegate, "link")
+                 embedded: EmbeddedCloud | None = None, *, link: Any = None, delegate: Delegate | None = None) -> None:
+        # ``link`` and ``delegate``: another protocol's (kserve: ``_kserve_worker``); a link has
+        # ``connected`` and ``close()``, and the delegate's sessions ``run(feeds, timeout_ms)``
+        if link is None:
+            assert isinstance(cfg, CloudConfig), "a KServe worker passes its own link"
+            link = MqttLink(cfg)
+        self.link: Any = link
         super().__init__("cloud", "cloud", [delegate or CloudDelegate(self.link)], lock, capacity=cfg.capacity)
         self.cfg = cfg
         self._rt = runtime
