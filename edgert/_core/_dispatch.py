@@ -155,9 +155,7 @@ class Dispatcher:
                       and w.has_free_slot())
             if inline:
                 assert w is not None
-                w.queue.popleft()
-                w.running.append(req)
-                req.start_ms = now
+                w.start_next(now)
             elif req.result is None:
                 req.future = Future()
             for v in wake:
@@ -344,9 +342,7 @@ class Dispatcher:
                         if self._stopping:
                             return
                         w.cond.wait()
-                    req = w.queue.popleft()
-                    w.running.append(req)
-                    req.start_ms = self.now_ms()
+                    req = w.start_next(self.now_ms())
             req = self._run(w, req, chain=True)
 
     def _run(self, w: Worker, req: Request, chain: bool = False) -> Request | None:
@@ -384,11 +380,7 @@ class Dispatcher:
             if chain and self._resolver is not None and all(quiet(r) for r, _ in done):
                 if self._pending:
                     self._schedule_locked(self.now_ms(), done)
-                nxt = None
-                if w.queue and w.has_free_slot():
-                    nxt = w.queue.popleft()
-                    w.running.append(nxt)
-                    nxt.start_ms = self.now_ms()
+                nxt = w.start_next(self.now_ms()) if w.queue and w.has_free_slot() else None
                 if done:
                     self._resolver.hand(done)   # under the lock: before _stop_resolver's end mark, or not at all
                 return nxt

@@ -121,6 +121,13 @@ class Worker:
         """True when it can start another invocation now."""
         return len(self.running) < self.capacity
 
+    def start_next(self, now_ms: float) -> Request:
+        """Take the queue's head as running from ``now_ms`` (under the runtime's lock) and return it."""
+        req = self.queue.popleft()
+        self.running.append(req)
+        req.start_ms = now_ms
+        return req
+
     def is_idle(self) -> bool:
         """Nothing running and nothing queued."""
         return not self.running and not self.queue

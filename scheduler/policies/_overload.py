@@ -205,14 +205,11 @@ class OverloadPlan:
                 cr[1] += shed / (1.0 - off)
                 if cr[1] >= 1.0 - 1e-9:
                     cr[1] -= 1.0
-                    fate = SHED
+                    # a burst's rate is no ground to shed: only a stream that has shown its rate over one
+                    # budget (Streams.established); another is dropped only if it cannot be in time
+                    fate = SHED if self._streams.established(req) else LOCAL
         self.fates[req.id] = fate
         return fate
-
-    def established(self, req: RequestView) -> bool:
-        """Whether the plan may shed ``req`` by its stream's rate: the stream has shown that rate over one
-        budget (:meth:`~scheduler.policies._streams.Streams.established`), so it is no burst read as a rate."""
-        return self._streams.established(req)
 
     def update(self, pending: Sequence[RequestView], now_ms: float, est: Latency, local: Sequence[str],
                cloud: str | None, cloud_slots: int) -> None:

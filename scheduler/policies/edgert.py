@@ -292,8 +292,6 @@ class EdgertPolicy:
             new = False
             if (fate := known_fates.get(rid, -1) if use_plan else LOCAL) < 0:   # the plan's fate: fixed when
                 fate, new = plan.fate(req), True                               # the request is first seen
-                if fate == SHED and not plan.established(req):   # a burst's rate is no ground to shed: it is
-                    fate = known_fates[rid] = LOCAL              # dropped below only if it cannot be in time
             row = rows.get(model) or rows.setdefault(model, _row(lookup, estimator, model, names))   # [(i, ms)]
             row = row if allowed is None else [(i, ms) for i, ms in row if names[i] in allowed]
             if fate == SHED or not row:

@@ -45,11 +45,14 @@ class RecorderDouble:
 
 # -- fates from the shares: the credit counter --
 
-def _fates(shares: tuple[float, float], n: int) -> str:
+def _fates(shares: tuple[float, float], n: int, spacing_ms: float = 200.0) -> str:
+    """Fates of ``n`` requests ``spacing_ms`` apart with a 100 ms budget: at 200 ms the stream shows its
+    rate (it is established); at 1 ms it is a burst, no rate to shed by."""
     plan = OverloadPlan()
     plan._shares = {"m": shares}   # the plan's output, set by hand to read the counter alone
     names = {LOCAL: "L", CLOUD: "C", SHED: "S"}
-    return "".join(names[plan.fate(req(i, "m", deadline=i + 100.0, arrival=float(i)))] for i in range(n))
+    return "".join(names[plan.fate(req(i, "m", deadline=i * spacing_ms + 100.0, arrival=i * spacing_ms))]
+                   for i in range(n))
 
 
 @pytest.mark.parametrize(("shares", "want"), [
@@ -61,6 +64,12 @@ def _fates(shares: tuple[float, float], n: int) -> str:
 ], ids=["quarter", "tenth", "shed-half", "both", "whole"])
 def test_shares_become_an_evenly_spread_sequence(shares: tuple[float, float], want: str) -> None:
     assert _fates(shares, len(want)) == want
+
+
+def test_a_stream_that_has_not_shown_its_rate_is_never_shed_by_the_plan() -> None:
+    # a burst read as a rate is no ground to shed (issue 28): its share runs locally instead
+    assert _fates((0.0, 0.5), 6, spacing_ms=1.0) == "LLLLLL"
+    assert _fates((0.5, 0.25), 6, spacing_ms=1.0) == "LCLCLC"
 
 
 def test_a_model_without_a_share_stays_local_and_fates_are_recorded() -> None:
