@@ -46,7 +46,6 @@ class DetectAndTrack(Generic[T]):
         frames_tracked: frames on which the detector was skipped (tracking held, or its optional search
             for one more instance had no time).
         optional_skipped: optional detector runs skipped, by reason class (``no time``, ``no spare capacity``).
-        frames_shed: frames shed whole by their budget (nothing submitted).
         variant_runs: requests submitted per model variant (detector and landmark stages).
     """
 
@@ -66,7 +65,6 @@ class DetectAndTrack(Generic[T]):
         self.detector_runs = 0
         self.frames_tracked = 0
         self.optional_skipped: Counter[str] = Counter()
-        self.frames_shed = 0
         self.variant_runs: Counter[str] = Counter()
 
     def reset(self) -> None:
@@ -98,7 +96,6 @@ class DetectAndTrack(Generic[T]):
         """Shed this frame whole: nothing is submitted; tracked regions go on unlooked-at (:meth:`_unseen`)."""
         for r in self._begin():
             self._unseen(r)
-        self.frames_shed += 1
         run.shed(self.detector_stage, reason)
 
     def start(self, frame: np.ndarray, run: Runner, found: list[T]) -> None:
