@@ -38,44 +38,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import host_line, markdown_doc  # noqa: E402
 
 import edgert  # noqa: E402
-from delegates._native import native_quiet  # noqa: E402
 from delegates.base import TOLERANCE, Artifact, Delegate  # noqa: E402
 from delegates.errors import EdgeRTError, ModelLoadError  # noqa: E402
 from delegates.registry import all_delegates  # noqa: E402
 from edgert import models as zoo  # noqa: E402
-from edgert._core._accuracy import REFERENCE, max_error  # noqa: E402
-from edgert.testing import genmodels  # noqa: E402
-from edgert.testing.direct import direct_run  # noqa: E402
+from edgert._core._accuracy import REFERENCE  # noqa: E402
+from edgert.testing.direct import XR_MODELS, contract_break, contract_cases  # noqa: E402
 
-XR_MODELS = ("palm_detection_full", "hand_landmark_full", "face_detection_short_range", "face_landmark",
-             "iris_landmark", "pose_detection", "pose_landmark_full", "selfie_segmentation")
-GENERATED = ("tiny", "mlp", "cnn", "multi_input", "stateful", "dynamic_batch")
 RESULTS = Path(__file__).resolve().parent / "results" / "accelerators.md"
-
-
-def direct(art: Artifact, feeds: dict[str, np.ndarray]) -> tuple[list[str], list[np.ndarray]]:
-    """Output names and arrays from the backend itself on its CPU (no edgert in between; its native
-    log lines go to logging, as edgert's do)."""
-    with native_quiet():
-        return direct_run(art, feeds)
-
-
-def models(tmp: Path) -> list[tuple[str, Artifact, dict[str, np.ndarray]]]:
-    """(label, artifact, one deterministic input) for the XR models and the generated networks."""
-    out = []
-    for name in GENERATED:
-        feeds = genmodels.example_inputs(name, batch=3 if name == "dynamic_batch" else None)
-        for fmt, p in genmodels.save(name, tmp / name).items():
-            out.append((f"{name}.{fmt}", Artifact(fmt, path=p), feeds))
-    from ai_edge_litert.interpreter import Interpreter
-
-    rng = np.random.default_rng(0)
-    for name in XR_MODELS:
-        p = zoo.path(name)
-        ins = Interpreter(model_path=str(p)).get_input_details()
-        feeds = {d["name"]: rng.random(tuple(d["shape"])).astype(d["dtype"]) for d in ins}
-        out.append((f"{name}.tflite", Artifact("tflite", path=p), feeds))
-    return out
 
 
 def ms_per_call(run, feeds: list[np.ndarray], runs: int) -> float:
@@ -103,17 +73,13 @@ def check_path(d: Delegate, label: str, art: Artifact, feeds: dict[str, np.ndarr
     except EdgeRTError as exc:
         s.close()
         return "FAIL", f"raised: {exc}"[:120], None, None
-    names, ref = direct(art, feeds)
     s.close()
     if d.name == REFERENCE.get(art.format):
         cpu_ms[label] = ms
-    if [o.name for o in s.outputs] != names:
-        return "FAIL", f"names {[o.name for o in s.outputs]} != {names}", None, ms
-    err, broke = max_error(got, ref, s.outputs)
+    err, broke = contract_break(s, got, art, feeds)
     if broke:
-        return "FAIL", broke, None, ms
-    tol = TOLERANCE[s.precision]
-    return ("pass" if err <= tol else "FAIL"), f"{s.precision}, tolerance {tol:g}", err, ms
+        return "FAIL", broke[:120], (None if err == float("inf") else err), ms
+    return "pass", f"{s.precision}, tolerance {TOLERANCE[s.precision]:g}", err, ms
 
 
 def landmarks(delegates: list[str], frames: list[np.ndarray]) -> list[dict[str, list[np.ndarray]]]:
@@ -157,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     print(host_line())
     print(f"paths: {', '.join(f'{d.name} ({d.precision})' for d in paths)}")
     with tempfile.TemporaryDirectory() as tmp:
-        cases = models(Path(tmp))
+        cases = contract_cases(Path(tmp), zoo.path(XR_MODELS[0]).parent)
         # the fp32 CPU reference path first, so each model's CPU ms is known for the ratio
         order = sorted(paths, key=lambda d: d.name not in REFERENCE.values())
         cpu_ms: dict[str, float] = {}

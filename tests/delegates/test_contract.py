@@ -21,16 +21,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from delegates.base import TOLERANCE, Artifact, Delegate
+from delegates.base import Artifact, Delegate
 from delegates.errors import ModelLoadError
 from delegates.registry import all_delegates
 from edgert._core._accuracy import max_error
 from edgert.testing import genmodels
-from edgert.testing.direct import direct_run
+from edgert.testing.direct import contract_break, contract_cases
 
-MEDIAPIPE = ("palm_detection_full", "hand_landmark_full", "face_detection_short_range", "face_landmark",
-             "iris_landmark", "pose_detection", "pose_landmark_full", "selfie_segmentation")
-GENERATED = ["mlp", "cnn", "multi_input", "stateful", "dynamic_batch"]
+GENERATED = ("mlp", "cnn", "multi_input", "stateful", "dynamic_batch")
 
 
 def available(fmt: str) -> list[Delegate]:
@@ -38,34 +36,10 @@ def available(fmt: str) -> list[Delegate]:
     return [d for d in all_delegates().values() if fmt in d.formats and d.probe() is None]
 
 
-def sample(specs_names: list[str], specs: list[tuple[tuple[int, ...], np.dtype]], seed: int = 0) -> dict[str, np.ndarray]:
-    """A deterministic input: floats uniform in [0, 1), integers zero."""
-    rng = np.random.default_rng(seed)
-    return {n: (rng.random(shape).astype(dt) if np.issubdtype(dt, np.floating) else np.zeros(shape, dt))
-            for n, (shape, dt) in zip(specs_names, specs)}
-
-
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Path]]:
     root = tmp_path_factory.mktemp("contract")
     return {n: genmodels.save(n, root / n) for n in GENERATED}
-
-
-def cases(generated: dict[str, dict[str, Path]], mp_dir: Path) -> list[tuple[str, Artifact, dict[str, np.ndarray]]]:
-    out: list[tuple[str, Artifact, dict[str, np.ndarray]]] = []
-    for name, paths in generated.items():
-        feeds = genmodels.example_inputs(name, batch=3 if name == "dynamic_batch" else None)
-        for fmt, p in paths.items():
-            out.append((f"{name}.{fmt}", Artifact(fmt, path=p), feeds))
-    from ai_edge_litert.interpreter import Interpreter
-
-    for name in MEDIAPIPE:
-        p = mp_dir / f"{name}.tflite"
-
-        ins = Interpreter(model_path=str(p)).get_input_details()
-        feeds = sample([d["name"] for d in ins], [(tuple(d["shape"]), np.dtype(d["dtype"])) for d in ins])
-        out.append((f"{name}.tflite", Artifact("tflite", path=Path(p)), feeds))
-    return out
 
 
 def check(d: Delegate, label: str, art: Artifact, feeds: dict[str, np.ndarray]) -> str | None:
@@ -80,24 +54,13 @@ def check(d: Delegate, label: str, art: Artifact, feeds: dict[str, np.ndarray]) 
         got = s.run([feeds[spec.name] for spec in s.inputs])
     finally:
         s.close()
-    names, ref = direct_run(art, feeds)
-    where = f"{d.name} on {label}"
-    assert [o.name for o in s.outputs] == names, f"{where}: output names {[o.name for o in s.outputs]} != {names}"
-    assert [tuple(g.shape) for g in got] == [tuple(r.shape) for r in ref], (
-        f"{where}: shapes {[g.shape for g in got]} != the backend's {[r.shape for r in ref]}")
-    assert [g.dtype for g in got] == [r.dtype for r in ref], f"{where}: dtypes differ"
-    for spec, g in zip(s.outputs, got):   # the declared specs, where static, are what comes back
-        if None not in spec.shape:
-            assert tuple(g.shape) == spec.shape, f"{where}: {spec.name} {g.shape} but declared {spec.shape}"
-    err, broke = max_error(got, ref, s.outputs)
-    assert not broke, f"{where}: {broke}"
-    tol = TOLERANCE[s.precision]
-    assert err <= tol, f"{where}: error {err:.3g} of the output range > {tol:g} declared for {s.precision}"
+    err, broke = contract_break(s, got, art, feeds)
+    assert not broke, f"{d.name} on {label}: {broke}"
     return None
 
 
-def test_every_available_path_keeps_the_output_contract_on_both_formats(generated, mediapipe_dir: Path) -> None:
-    all_cases = cases(generated, mediapipe_dir)
+def test_every_available_path_keeps_the_output_contract_on_both_formats(tmp_path: Path, mediapipe_dir: Path) -> None:
+    all_cases = contract_cases(tmp_path, mediapipe_dir, GENERATED)
     assert {a.format for _, a, _ in all_cases} == {"tflite", "onnx"}
     ran: dict[str, int] = {}
     refused: list[str] = []
@@ -139,7 +102,7 @@ def test_flat_buffers_are_reshaped_and_wrong_sizes_refused() -> None:
 
 
 @pytest.mark.hardware
-def test_gpu_paths_keep_the_contract_and_run_on_the_gpu(generated, mediapipe_dir: Path) -> None:
+def test_gpu_paths_keep_the_contract_and_run_on_the_gpu(tmp_path: Path, mediapipe_dir: Path) -> None:
     """Where a GPU path exists: it loads at least one MediaPipe model with every node on the GPU
     and answers within its declared tolerance (the contract above checks the values)."""
     gpu = [d for d in all_delegates().values() if d.processor == "gpu" and d.probe() is None]
@@ -147,7 +110,7 @@ def test_gpu_paths_keep_the_contract_and_run_on_the_gpu(generated, mediapipe_dir
         pytest.skip("no GPU path on this host (edgert devices says why)")
     for d in gpu:
         kept = 0
-        for label, art, feeds in cases(generated, mediapipe_dir):
+        for label, art, feeds in contract_cases(tmp_path, mediapipe_dir, GENERATED):
             if art.format not in d.formats:
                 continue
             if check(d, label, art, feeds) is None:
