@@ -135,50 +135,53 @@ def test_a_session_refuses_a_wrong_dtype_at_the_server(server: KServeServer) -> 
             link.close()
 
 
-def test_server_down_every_request_ends_once_with_a_reason_naming_the_server(tmp_path: Path) -> None:
+@pytest.fixture
+def cnn_server(tmp_path: Path):
+    """A server of our own serving the cnn model, which a test may stop and start; stopped at the end."""
     models = make_models(tmp_path / "models", ("cnn",))
     s = KServeServer(models, tmp_path / "server.log")
     try:
-        x = genmodels.example_inputs("cnn")
-        with edgert.Runtime(cpu_workers=0, offload=s.url) as rt:
-            m = rt.load(models / "cnn.onnx", name="cnn", slo_ms=2_000.0)
-            assert m.submit(x).result(30).status == OK
-            s.stop()
-            futs = [m.submit(x) for _ in range(20)]
-            results = [f.result(30) for f in futs]
-            assert Counter(r.status for r in results) == {FAILED: 20}
-            assert all(s.url in str(r.error) and str(r.error).startswith("cloud server unreachable: ")
-                       for r in results), {str(r.error) for r in results}
-            st = rt.stats()["cnn"]
-            assert (st["requests"], st["ok"], st["failed"]) == (21, 1, 20)
-            s.start()   # back on the same port: the link notices and requests run there again
-            for _ in range(100):
-                if rt._by_name["cloud"].link.connected:
-                    break
-                import time
-
-                time.sleep(0.05)
-            assert m.submit(x).result(30).status == OK
+        yield models, s
     finally:
         s.stop()
 
 
-def test_server_down_requests_fall_back_to_the_local_cpu(tmp_path: Path) -> None:
-    models = make_models(tmp_path / "models", ("cnn",))
-    s = KServeServer(models, tmp_path / "server.log")
-    try:
-        x = genmodels.example_inputs("cnn")
-        with edgert.Runtime(cpu_workers=1, offload=s.url) as rt:
-            m = rt.load(models / "cnn.onnx", name="cnn", slo_ms=5_000.0)
-            s.stop()
-            results = []
-            for _ in range(5):
-                rt.estimator.reset("cnn", "cpu0", 1_000.0)   # the policy prefers the (dead) server
-                results.append(m.submit(x).result(30))
-            assert [r.status for r in results] == [OK] * 5
-            assert {r.processor for r in results} == {"cpu0"}
-    finally:
+def test_server_down_every_request_ends_once_with_a_reason_naming_the_server(cnn_server) -> None:
+    models, s = cnn_server
+    x = genmodels.example_inputs("cnn")
+    with edgert.Runtime(cpu_workers=0, offload=s.url) as rt:
+        m = rt.load(models / "cnn.onnx", name="cnn", slo_ms=2_000.0)
+        assert m.submit(x).result(30).status == OK
         s.stop()
+        futs = [m.submit(x) for _ in range(20)]
+        results = [f.result(30) for f in futs]
+        assert Counter(r.status for r in results) == {FAILED: 20}
+        assert all(s.url in str(r.error) and str(r.error).startswith("cloud server unreachable: ")
+                   for r in results), {str(r.error) for r in results}
+        st = rt.stats()["cnn"]
+        assert (st["requests"], st["ok"], st["failed"]) == (21, 1, 20)
+        s.start()   # back on the same port: the link notices and requests run there again
+        for _ in range(100):
+            if rt._by_name["cloud"].link.connected:
+                break
+            import time
+
+            time.sleep(0.05)
+        assert m.submit(x).result(30).status == OK
+
+
+def test_server_down_requests_fall_back_to_the_local_cpu(cnn_server) -> None:
+    models, s = cnn_server
+    x = genmodels.example_inputs("cnn")
+    with edgert.Runtime(cpu_workers=1, offload=s.url) as rt:
+        m = rt.load(models / "cnn.onnx", name="cnn", slo_ms=5_000.0)
+        s.stop()
+        results = []
+        for _ in range(5):
+            rt.estimator.reset("cnn", "cpu0", 1_000.0)   # the policy prefers the (dead) server
+            results.append(m.submit(x).result(30))
+        assert [r.status for r in results] == [OK] * 5
+        assert {r.processor for r in results} == {"cpu0"}
 
 
 def _specs(path: Path):
