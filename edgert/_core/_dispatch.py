@@ -28,7 +28,7 @@ import numpy as np
 from edgert._core import _validate
 from edgert._core._frame import Frame, current_frame
 from edgert._core._resolver import ResolverThread, quiet, resolve
-from edgert._core._result import LATE, OK, Result, completed, outputs_dict
+from edgert._core._result import LATE, OK, Result, completed
 from edgert._core._stats import ModelStats
 from edgert._core._trace import TraceWriter
 from edgert._core._worker import Request, Worker
@@ -40,6 +40,7 @@ from scheduler.types import Assignment, Policy, ProcessorView, RequestView, Sche
 if TYPE_CHECKING:
     from edgert._core._model import LoadedModel
 
+_clock = time.perf_counter
 _new = tuple.__new__   # a NamedTuple from a ready tuple, without the keyword-handling constructor
 
 #: Where a bug of ours (or of a user's policy) is logged, at ERROR with its traceback: the request it
@@ -69,7 +70,7 @@ class Dispatcher:
     """
 
     _lock: threading.Lock                  #: guards every field below
-    _idle: threading.Condition             #: notified when nothing is in flight
+    _idle: threading.Condition             #: notified when nothing is in flight while closing
     _t0: float                             #: perf_counter() at start: the clock's zero
     _policy: Policy
     estimator: LatencyEstimator
@@ -88,6 +89,7 @@ class Dispatcher:
     _next_id: int                          #: the next request's id
     _closing: bool                         #: close() began: new requests are refused, cascade stages still run
     _resolver: ResolverThread | None       #: resolves what a worker ended while that worker runs its next request
+    _idle_procs: tuple[ProcessorView, ...]  #: every worker's idle view: the snapshot's processors when all are idle
 
     def __init__(self, policy: Policy, estimator: LatencyEstimator) -> None:
         self._lock = threading.Lock()
@@ -110,6 +112,7 @@ class Dispatcher:
         self._next_id = 0
         self._closing = False
         self._resolver = None
+        self._idle_procs = ()
 
     def now_ms(self) -> float:
         """The runtime clock: ms since the runtime started (monotonic)."""
@@ -124,6 +127,7 @@ class Dispatcher:
         """Adopt ``workers`` and start their threads (``capacity`` each)."""
         self._workers = workers
         self._by_name = {w.name: w for w in workers}
+        self._idle_procs = tuple(w.idle_view for w in workers)
         self._resolver = ResolverThread(lambda done: self._resolve(done))   # late-bound: tests may wrap _resolve
         for w in workers:
             for i in range(w.capacity):
@@ -147,16 +151,20 @@ class Dispatcher:
         done: list[tuple[Request, Result]] = []
         wake: list[Worker] = []
         with self._lock:
-            now = self.now_ms()
+            now = (_clock() - self._t0) * 1e3   # now_ms(), inline
             req = self._new_locked(m, feeds, None, now)
-            self._schedule_locked(now, done, wake)
-            w = req.worker
-            inline = (w is not None and w.inline_ok and w.queue and w.queue[0] is req
-                      and w.has_free_slot())
-            if inline:
-                assert w is not None
-                w.start_next(now)
-            elif req.result is None:
+            if len(self._pending) == 1 and self._all_idle(now):
+                inline = self._lone_locked(req, now, done, wake)
+                w = req.worker
+            else:
+                self._schedule_locked(now, done, wake)
+                w = req.worker
+                inline = (w is not None and w.inline_ok and w.queue and w.queue[0] is req
+                          and len(w.running) < w.capacity)   # w.has_free_slot(), inline
+                if inline:
+                    assert w is not None
+                    w.start_next(now)
+            if not inline and req.result is None:
                 req.future = Future()
             for v in wake:
                 if v.queue:
@@ -166,6 +174,34 @@ class Dispatcher:
         if inline:
             self._run(w, req)  # type: ignore[arg-type]
         return req.result if req.result is not None else req.future.result()  # type: ignore[union-attr]
+
+    def _all_idle(self, now: float) -> bool:
+        """Every worker runs nothing, has nothing queued and is healthy (the snapshot is ``_idle_procs``)."""
+        for w in self._workers:
+            if w.running or w.queue or now < w.unhealthy_until_ms:
+                return False
+        return True
+
+    def _lone_locked(self, req: Request, now: float, done: list[tuple[Request, Result]], wake: list[Worker]) -> bool:
+        """Decide on ``req``, the only request pending, with every worker idle; True when the policy placed it
+        on a worker a sync caller may run it on, which it now runs (started at ``now``), else the decision
+        applied as :meth:`_apply_locked` does. The sync call's path (issue 29: its added cost per request)."""
+        decisions = self._decide_locked(_new(SchedulerView, ((req.view,), self._idle_procs, self.estimator)), now, done)
+        if decisions is None:
+            return False
+        if len(decisions) == 1:
+            rid, proc, _ = decisions[0]
+            w = self._by_name.get(proc) if rid == req.id and proc is not None else None
+            allowed = req.view.allowed   # _can_run, inline
+            if w is not None and w.inline_ok and self.estimator.expected_ms(req.model.name, proc) is not None \
+                    and (allowed is None or proc in allowed):
+                del self._pending[rid]
+                req.worker = w
+                w.running.append(req)
+                req.start_ms = now
+                return True
+        self._apply_locked(decisions, now, done, wake)
+        return False
 
     def _submit(self, m: LoadedModel, feeds: list[np.ndarray], after: Any) -> Future[Result]:
         parent = _validate.after(after)
@@ -242,8 +278,8 @@ class Dispatcher:
                 t_trace = now
             key = f"r{rid}/{m.name}"
         downstream = sum(self._fastest_ms(n) for n in m.then) if m.then else 0.0
-        view = RequestView(rid, m.name, now, deadline, stream, f.index if f is not None else -1,
-                           downstream, m.allowed)
+        view = _new(RequestView, (rid, m.name, now, deadline, stream, f.index if f is not None else -1,
+                                  downstream, m.allowed))
         req = Request(rid, m, feeds, now, deadline, view, key, t_trace, f.index if f is not None else -1)
         self._pending[rid] = req
         self._inflight += 1
@@ -259,19 +295,27 @@ class Dispatcher:
     # -- scheduling ------------------------------------------------------------------------
     def _schedule_locked(self, now: float, done: list[tuple[Request, Result]],
                          wake: list[Worker] | None = None) -> None:
-        """Ask the policy about every pending request and apply its answer.
-
-        Workers given work are notified at once, or appended to ``wake`` for the caller to
-        notify after it has taken what it runs inline.
-        """
+        """Ask the policy about every pending request and apply its answer (:meth:`_apply_locked`)."""
         if not self._pending:
             return
         exp = self.estimator.expected_ms
-        procs = tuple([w.idle_view if not (w.running or w.queue) and now >= w.unhealthy_until_ms   # idle: inline
-                       else self._view(w, now, exp) for w in self._workers])
-        view = _new(SchedulerView, (tuple([r.view for r in self._pending.values()]), procs, self.estimator))
+        for w in self._workers:
+            if w.running or w.queue or now < w.unhealthy_until_ms:
+                procs = tuple([w.idle_view if not (w.running or w.queue) and now >= w.unhealthy_until_ms
+                               else self._view(w, now, exp) for w in self._workers])
+                break
+        else:   # all idle (a sync caller's usual case): one tuple, so the policy may reuse what it derived from it
+            procs = self._idle_procs
+        pending = self._pending
+        views = tuple([r.view for r in pending.values()]) if len(pending) > 1 else (next(iter(pending.values())).view,)
+        decisions = self._decide_locked(_new(SchedulerView, (views, procs, self.estimator)), now, done)
+        if decisions is not None:
+            self._apply_locked(decisions, now, done, wake)
+
+    def _decide_locked(self, view: SchedulerView, now: float, done: list[tuple[Request, Result]]) -> list[Assignment] | None:
+        """The policy's decision on ``view``; None when the policy raised (every pending request then failed)."""
         try:
-            decisions: list[Assignment] = self._policy.decide(view, now)
+            return self._policy.decide(view, now)
         except Exception as exc:  # noqa: BLE001 - a policy bug must not lose requests; it is logged
             bug_log.error("scheduler %r raised deciding %d request(s)", self.scheduler, len(self._pending),
                           exc_info=exc)
@@ -280,8 +324,14 @@ class Dispatcher:
             for stranded in list(self._pending.values()):
                 self._fail_locked(stranded, err, now, done)
             self._pending.clear()
-            return
-        for a in decisions:   # each assignment as scheduler.contract says
+            return None
+
+    def _apply_locked(self, decisions: list[Assignment], now: float, done: list[tuple[Request, Result]],
+                      wake: list[Worker] | None) -> None:
+        """Apply a decision as scheduler.contract says. Workers given work are notified at once, or appended
+        to ``wake`` for the caller to notify after it has taken what it runs inline."""
+        exp = self.estimator.expected_ms
+        for a in decisions:
             req = self._pending.pop(a.request_id, None)
             if req is None:   # a broken decision: nothing to drop (ON_BROKEN)
                 continue
@@ -289,7 +339,8 @@ class Dispatcher:
                 self._drop_locked(req, a.reason or dropped_by(self.scheduler), now, done)
                 continue
             w = self._by_name.get(a.processor)
-            if w is None or not self._can_run(w, req):
+            allowed = req.view.allowed   # _can_run, inline (a call per request)
+            if w is None or exp(req.model.name, w.name) is None or allowed is not None and w.name not in allowed:
                 why = broken(misplaced(self.scheduler, a.processor, w is not None), ON_BROKEN)
                 self._drop_locked(req, why, now, done)
                 continue
@@ -364,14 +415,14 @@ class Dispatcher:
             err.__cause__ = exc
         done: list[tuple[Request, Result]] = []
         with self._lock:
-            end = self.now_ms()
+            end = (_clock() - self._t0) * 1e3   # now_ms(), inline
             w.running.remove(req)
             if w.queue:
                 w.cond.notify()
             if err is None:
                 self._observe(req.model.name, w, end - req.start_ms)
                 status = OK if end <= req.deadline_ms else LATE
-                outputs = outputs_dict(req.model.output_names, outs)  # type: ignore[arg-type]  # set when err is None
+                outputs = dict(zip(req.model.output_names, outs))  # type: ignore[arg-type]  # set when err is None
                 res = completed(outputs, status, w.name, delegate, end - req.arrival_ms, req.start_ms - req.arrival_ms,
                                 req.model.name, req.id, req.deadline_ms, req.arrival_ms, req.frame, req.trace_id)
                 self._complete_locked(req, res, w.name, end, done)
@@ -386,7 +437,10 @@ class Dispatcher:
                 return nxt
         # Resolve first: completion callbacks submit the next cascade stages, which must be
         # pending when the freed processor is next decided on (else older work takes it).
-        self._resolve(done)
+        if len(done) == 1 and req.future is None and self._trace is None and done[0][0] is req:
+            req.result = done[0][1]   # a sync caller's inline request: what resolve() does for it, without the call
+        else:
+            self._resolve(done)
         if self._pending:  # unlocked peek is safe: whoever adds to pending decides itself
             done = []
             with self._lock:
@@ -415,9 +469,10 @@ class Dispatcher:
                     est.seed(model, proc, ms)
             return
         new = est.update(model, w.name, ms)
-        for proc in w.peers:
-            if proc != w.name:
-                est.reset(model, proc, new)   # a pair the peer does not know stays unknown
+        if len(w.peers) > 1:
+            for proc in w.peers:
+                if proc != w.name:
+                    est.reset(model, proc, new)   # a pair the peer does not know stays unknown
 
     def _replace_locked(self, w: Worker, req: Request, now: float) -> bool:
         """After a fault on an accelerator, mark it unhealthy and re-place the request if time allows."""
@@ -440,7 +495,7 @@ class Dispatcher:
                               req.start_ms, end, req.frame, str(res.error) if res.error is not None else ""))
         done.append((req, res))
         self._inflight -= 1
-        if not self._inflight:
+        if not self._inflight and self._closing:   # only close() waits for it
             self._idle.notify_all()
 
     def _drop_locked(self, req: Request, reason: str, now: float, done: list[tuple[Request, Result]]) -> None:

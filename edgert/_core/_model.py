@@ -102,7 +102,7 @@ class LoadedModel:
                 what it expects and what it got.
         """
         specs = self.inputs
-        if isinstance(inputs, Mapping):
+        if type(inputs) is dict or isinstance(inputs, Mapping):   # the exact type first: an ABC check costs 0.1 µs
             try:
                 values = [inputs[s.name] for s in specs]
             except KeyError:

@@ -96,8 +96,3 @@ def completed(outputs: dict[str, np.ndarray], status: str, processor: str, deleg
     _key(r, key)
     _precision(r, _PRECISION.get(delegate, ""))
     return r
-
-
-def outputs_dict(names: tuple[str, ...], arrays: list[Any]) -> dict[str, np.ndarray]:
-    """Zip output names with arrays, in model output order."""
-    return dict(zip(names, arrays))

@@ -167,6 +167,11 @@ class OverloadPlan:
         return dict(self._shares)
 
     @property
+    def idle(self) -> bool:
+        """No plan in force: it offloads, sheds and sends whole nothing (every request's fate is LOCAL)."""
+        return not self._shares and not self._whole and not self.overloaded
+
+    @property
     def whole(self) -> frozenset[str]:
         """Models the current plan sends to the cloud entirely."""
         return self._whole

@@ -210,7 +210,7 @@ class EdgertPolicy:
     #: it takes ``objective`` and ``energy`` (``scheduler.registry.make_policy`` passes the profile's)
     energy_aware: ClassVar[bool] = True
 
-    __slots__ = ("ager", "cloud_margin", "eft_slack", "green", "guard_ms", "k_local", "margin", "objective", "plan",
+    __slots__ = ("_idle", "ager", "cloud_margin", "eft_slack", "green", "guard_ms", "k_local", "margin", "objective", "plan",
                  "refused", "risky_margin", "short_first", "supersede", "use_plan", "watch", "window")
 
     def __init__(self, supersede: bool = True, margin: float = 0.2, cloud_margin: float = 0.4,
@@ -225,6 +225,9 @@ class EdgertPolicy:
         if not (isinstance(window, int) and window >= 1):
             raise ValueError(f"window must be an int >= 1, got {window!r}")
         self.window = window
+        #: an all-idle processors tuple seen last and its table (a live runtime passes one such tuple while
+        #: every worker is idle; its table differs only in the clock, so it is not built again)
+        self._idle: tuple[Any, Processors | None] = (None, None)
         self.ager = None if stale_ms is None else EstimateAger(stale_ms, stale_half_life_ms)
         self.refused: set[str] = set()   # models dropped on their estimate since their last observation
         self.supersede = supersede
@@ -253,8 +256,18 @@ class EdgertPolicy:
         pending = view.pending
         if not pending:
             return []
+        if len(pending) == 1 and pending[0][3] == _INF and self.green is None and (not self.use_plan or self.plan.idle):
+            out = self._best_effort(pending[0], view, now_ms)   # a sync caller's request with no deadline
+            if out is not None:
+                return out
         est = view.estimator.expected_ms
-        procs = _processor_table(view.processors, now_ms)
+        if view.processors is self._idle[0]:   # the same all-idle snapshot as before: only the clock moved
+            names, _, is_cloud, free, *rest = self._idle[1]   # free is counted down within a decision: a copy
+            procs = _new(Processors, (names, [now_ms] * len(names), is_cloud, free[:], *rest))
+        else:
+            procs = _processor_table(view.processors, now_ms)
+            if all(b <= 0.0 and q == 0.0 and ok and kind != "cloud" for _, kind, b, q, _, ok, _, _ in view.processors):
+                self._idle = (view.processors, procs)   # ready = now, whatever now: every processor idle
         if self.ager is not None and isinstance(view.estimator, LatencyEstimator):   # before anything reads it
             self.ager.age(view.estimator, now_ms, procs.local, self.refused)
         if self.use_plan:
@@ -262,6 +275,10 @@ class EdgertPolicy:
         if self.watch is not None:
             self.green.frugal = self.watch.observe(procs, now_ms)   # type: ignore[union-attr]  # set together
         estimator, plan, use_plan = view.estimator, self.plan, self.use_plan
+        if len(pending) == 1 and self.green is None and (not use_plan or plan.idle):
+            lone = self._lone(pending[0], procs, estimator, now_ms)
+            if lone is not None:
+                return lone
         overloaded = use_plan and plan.overloaded
         key = _overload_urgency(est, procs.local, self.short_first) if overloaded and self.short_first else _urgency
         ordered: Sequence[RequestView]
@@ -340,6 +357,86 @@ class EdgertPolicy:
                 placed[stream or model] = (len(out) if start <= now_ms else -1, pick, finish, req)
             if start <= now_ms:
                 out.append(_new(Assignment, (rid, names[pick], "")))   # Assignment(rid, name) without its keywords
+        return out
+
+    def _best_effort(self, req: RequestView, view: SchedulerView, now_ms: float) -> list[Assignment] | None:
+        """A lone request without a deadline while every processor is idle and local: the fastest one that
+        runs it (the first of equals, as :meth:`_place`); None for the general path (a cloud, an unhealthy or
+        busy processor, a reserved one, or none that runs it).
+
+        It skips what only deadlines need: the plan's rate tracking never counts a request without a
+        deadline, and the ager's and the plan's time-gated checks run at the next decision, before anything
+        reads what they update. The placement is :meth:`_place`'s (``tests/scheduler/test_edgert_lone.py``).
+        """
+        processors = view.processors
+        if processors is not self._idle[0]:
+            for _, kind, b, q, _, available, _, _ in processors:
+                if b > 0.0 or q != 0.0 or not available or kind == "cloud":
+                    return None
+            self._idle = (processors, _processor_table(processors, now_ms))
+        estimator = view.estimator
+        est = estimator.ema_table().get if type(estimator) is LatencyEstimator else None
+        names = self._idle[1].names   # type: ignore[union-attr]  # set above
+        model, allowed = req[1], req[7]
+        best, best_ms = -1, _INF
+        for i, name in enumerate(names):   # _row's lookups, inline
+            ms = est((model, name)) if est is not None else estimator.expected_ms(model, name)
+            if ms is not None and ms < best_ms and (allowed is None or name in allowed):
+                best, best_ms = i, ms
+        if best < 0 or self.use_plan and self.plan.reserved and names[best] in self.plan.reserved:
+            return None
+        return [_new(Assignment, (req[0], names[best], ""))]
+
+    def _lone(self, req: RequestView, procs: Processors, estimator: LatencyModel,
+              now_ms: float) -> list[Assignment] | None:
+        """The decision on one pending request with no plan in force, no energy objective and no cloud, when
+        it is placed in time (free now, or a claim after a wait); None for the general path (:meth:`_place`).
+
+        The same answer and the same state change as :meth:`_place` on that snapshot, at a third of its cost
+        (a sync caller's every request comes here: issue 29); ``tests/scheduler/test_edgert_lone.py`` pins
+        the two together over random snapshots.
+        """
+        names, ready, is_cloud = procs[0], procs[1], procs[2]
+        if True in is_cloud:
+            return None
+        fates = self.plan.fates if self.use_plan else None
+        seen = -1 if fates is None else fates.get(req[0], -1)   # the fate fixed when it was first seen
+        if seen == SHED:
+            return None
+        model, deadline, allowed = req[1], req[3], req[7]
+        lookup = estimator.ema_table().get if type(estimator) is LatencyEstimator else None
+        row = _row(lookup, estimator, model, names)
+        if allowed is not None:
+            row = [(i, ms) for i, ms in row if names[i] in allowed]
+        if not row:
+            return None   # unsupported: _place says why
+        if deadline == _INF and min(ready) > now_ms:
+            out: list[Assignment] = []   # best-effort work waits for a free processor (as _place)
+            if fates is not None and seen < 0:
+                self.plan.fate(req)
+            return out
+        target, k_local = deadline - req[6], self.k_local
+        local, local_f, idle, idle_f = -1, _INF, -1, _INF
+        for i, ms in row:
+            f = (start := ready[i]) + ms
+            if f < local_f:
+                local, local_f = i, f
+            if start <= now_ms and f < idle_f and start + k_local * ms <= target:
+                idle, idle_f = i, f
+        local_ms = local_f - ready[local]
+        reserved = self.plan.reserved if self.use_plan else None
+        if idle >= 0 and (local == idle or ready[local] + k_local * local_ms > target
+                          or local_f + (self.eft_slack * local_ms if idle_f - ready[idle] < _SLOWER * local_ms
+                                        else 0.0) >= idle_f):
+            if reserved and names[idle] in reserved:
+                return None
+            out = [_new(Assignment, (req[0], names[idle], ""))]
+        elif ready[local] + k_local * local_ms <= target:
+            out = []   # in time after a wait: it stays pending with its claim
+        else:
+            return None   # late everywhere: swap, cloud, supersede or drop (_late_choice)
+        if fates is not None and seen < 0:
+            self.plan.fate(req)   # counted as _place counts a request first seen (no plan in force: LOCAL)
         return out
 
     def _wait_choice(self, model: str, row: list[tuple[int, float]], finishes: tuple[int, float, float, int, float,
