@@ -148,7 +148,7 @@ class OrtSession(Session):
         try:
             return self._run(self._out_names, dict(zip(self._in_names, feeds)), None)
         except ort_errors() as exc:  # ORT's pybind11-mapped classes (no common base); anything else is our bug
-            raise InferenceError(f"onnxruntime ({self.provider}) failed running {self._label}: {exc}") from exc
+            raise InferenceError(f"onnxruntime ({self.provider}) failed running {self._label}: {str(exc).strip()}") from exc
 
     def close(self) -> None:
         """Drop the session (ORT frees it with the last reference)."""

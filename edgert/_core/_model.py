@@ -107,7 +107,7 @@ class LoadedModel:
                 values = [inputs[s.name] for s in specs]
             except KeyError:
                 values = []
-            if len(values) != len(inputs):   # one missing, or one more than the model takes (names are unique)
+            if len(values) != len(specs) or len(inputs) != len(specs):   # one missing, or one more (names are unique)
                 self._mismatch(inputs)
         elif isinstance(inputs, (list, tuple)):
             if len(inputs) != len(specs):

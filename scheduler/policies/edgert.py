@@ -383,8 +383,11 @@ class EdgertPolicy:
             ms = est((model, name)) if est is not None else estimator.expected_ms(model, name)
             if ms is not None and ms < best_ms and (allowed is None or name in allowed):
                 best, best_ms = i, ms
-        if best < 0 or self.use_plan and self.plan.reserved and names[best] in self.plan.reserved:
+        if best < 0:
             return None
+        held = self.plan.reserved.get(names[best]) if self.use_plan else None
+        if held is not None and held[0] != model:
+            return None   # another stream reserved it: _idle_choice may leave it to that one
         return [_new(Assignment, (req[0], names[best], ""))]
 
     def _lone(self, req: RequestView, procs: Processors, estimator: LatencyModel,
@@ -428,8 +431,9 @@ class EdgertPolicy:
         if idle >= 0 and (local == idle or ready[local] + k_local * local_ms > target
                           or local_f + (self.eft_slack * local_ms if idle_f - ready[idle] < _SLOWER * local_ms
                                         else 0.0) >= idle_f):
-            if reserved and names[idle] in reserved:
-                return None
+            if reserved and (held := reserved.get(names[idle])) is not None and held[0] != model \
+                    and target - now_ms > 2.0 * held[1]:
+                return None   # leave it to the tighter stream that reserved it (_idle_choice)
             out = [_new(Assignment, (req[0], names[idle], ""))]
         elif ready[local] + k_local * local_ms <= target:
             out = []   # in time after a wait: it stays pending with its claim

@@ -175,6 +175,65 @@ def test_a_faulted_request_fails_instead(attempts: int, deadline_ms: float, cpu_
     assert (w.unhealthy_until_ms, req.attempts, req.worker, d._pending) == (-math.inf, attempts, w, {})
 
 
+def test_a_faulted_accelerator_gives_back_what_was_queued_on_it_ahead() -> None:
+    d, gpu, req = _faulted()
+    ahead = _request(8, "m")
+    ahead.worker = gpu
+    gpu.queue.append(ahead)
+    assert d._replace_locked(gpu, req, 50.0) is True
+    assert (list(gpu.queue), ahead.worker, sorted(d._pending)) == ([], None, [7, 8])
+
+
+# -- queued ahead: a busy worker shown to the policy as free --
+
+class RecordsViews:
+    """Test double policy: starts the first pending request on the first processor it sees free; keeps
+    every snapshot it was asked about."""
+
+    name = "records_views"
+
+    def __init__(self) -> None:
+        self.views: list = []
+
+    def decide(self, view, now_ms):   # noqa: ANN001
+        from scheduler.types import Assignment
+        self.views.append(view)
+        free = [p.name for p in view.processors if p.busy_until_ms <= now_ms and p.n_queued == 0]
+        return [Assignment(view.pending[0].id, free[0])] if free and view.pending else []
+
+
+def _backlog(n: int) -> tuple[Dispatcher, Worker, RecordsViews]:
+    from edgert._core import _dispatch
+    pol = RecordsViews()
+    d = Dispatcher(pol, LatencyEstimator(seed={"m": {"cpu0": 5.0}}))
+    d._workers = [Worker("cpu0", "cpu", [], d._lock, 1)]
+    d._by_name = {"cpu0": d._workers[0]}
+    for k in ("m",):
+        d._stats[k] = ModelStats()
+    w = d._workers[0]
+    w.running = [_request(100, "m", start_ms=d.now_ms())]
+    for i in range(n):
+        r = _request(i, "m", deadline_ms=math.inf)
+        d._pending[i] = r
+    assert _dispatch.AHEAD_PENDING > 1
+    return d, w, pol
+
+
+def test_with_a_burst_pending_a_running_worker_gets_its_next_request_queued_ahead() -> None:
+    from edgert._core._dispatch import AHEAD_PENDING
+    d, w, pol = _backlog(AHEAD_PENDING)
+    d._resolve_and_decide(([], w))
+    assert pol.views[-1].processors[0].busy_until_ms == 0.0   # shown free while it runs
+    assert [r.id for r in w.queue] == [0] and w.queue[0].worker is w and 0 not in d._pending
+
+
+def test_below_a_burst_a_running_worker_is_shown_busy_and_nothing_is_queued_ahead() -> None:
+    from edgert._core._dispatch import AHEAD_PENDING
+    d, w, pol = _backlog(AHEAD_PENDING - 1)
+    d._resolve_and_decide(([], w))
+    assert pol.views[-1].processors[0].busy_until_ms > 0.0 and not w.queue
+
+
 # -- the timeline --
 
 def test_the_timeline_has_a_track_for_every_processor_even_one_that_ran_nothing(tmp_path) -> None:

@@ -119,6 +119,8 @@ def test_bad_inputs_raise_before_queueing(rt, model_dir):
         m({"X": x})
     with pytest.raises(edgert.InputError, match="takes 1 input"):
         m([x, x])
+    with pytest.raises(edgert.InputError, match="is missing input"):   # an empty dict names what is missing
+        m({})
     assert rt.stats()["tiny"]["requests"] == 0
     np.testing.assert_array_equal(m(x)["y"], m(x)["y"])  # still serving
 
