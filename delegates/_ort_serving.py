@@ -213,25 +213,27 @@ class BoundRunner:
     def run(self, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Run once on ``feeds`` (input order); returns the outputs as numpy arrays (output order)."""
         b = self._binding
+        cpu = self._device == "cpu"
         shapes = tuple(np.shape(x) for x in feeds)
         try:
             if shapes != self._shapes:
                 self._rebind(feeds, shapes)
-            elif self._device != "cpu":
+            elif not cpu:
                 for v, x in zip(self._in_values, feeds):
                     v.update_inplace(np.ascontiguousarray(x))
-            if self._device == "cpu":
+            if cpu:   # host buffers: bound in place, nothing to synchronise
                 for name, x in zip(self._in_names, feeds):
                     b.bind_cpu_input(name, np.ascontiguousarray(x))
-            b.synchronize_inputs()
-            self._sess.run_with_iobinding(b)
-            b.synchronize_outputs()
-            values = b.get_outputs()
+                self._sess.run_with_iobinding(b)
+            else:
+                b.synchronize_inputs()
+                self._sess.run_with_iobinding(b)
+                b.synchronize_outputs()
             if self._out_values is None:   # keep the buffers of this shape's first run bound
-                self._out_values = list(values)
+                self._out_values = list(b.get_outputs())
                 for name, v in zip(self._out_names, self._out_values):
                     b.bind_ortvalue_output(name, v)
-            return [np.array(v.numpy(), copy=True) for v in values]
+            return list(b.copy_outputs_to_cpu())   # fresh host arrays: the bound buffers are reused
         except Exception as exc:  # noqa: BLE001 - mapped at this boundary
             raise InferenceError(f"IO-bound run failed: {exc}") from exc
 
