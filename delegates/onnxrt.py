@@ -36,7 +36,14 @@ import numpy as np
 
 from delegates._foreign import ort_errors
 from delegates._native import capture_native_stderr, jetson_model, native_quiet
-from delegates._ort_serving import GPU_PROVIDERS, ServingOptions, check_model, path_refusals, pop_serving, provider_options
+from delegates._ort_serving import (
+    GPU_PROVIDERS,
+    ServingOptions,
+    check_model,
+    path_refusals,
+    pop_serving,
+    provider_options,
+)
 from delegates._probe_models import onnx_probe
 from delegates.base import Artifact, Delegate, Session, TensorSpec, force_fp32_flag
 from delegates.precision import ort_force_fp32, ort_precision
@@ -199,11 +206,11 @@ class OrtDelegate(Delegate):
         """
         opts = dict(options)
         asked = pop_serving(opts)
-        if asked:
-            self._set_serving(asked)
+        serving = self._serving_with(asked) if asked else self.serving
         force = force_fp32_flag(opts)
         if force:
             opts.update(ort_force_fp32(self.name, self.provider, self.provider_options))
+        self.serving = serving
         self.provider_options.update(opts)
         self.invalidate()
 
@@ -213,7 +220,8 @@ class OrtDelegate(Delegate):
         on ``gpu``, a CUDA stream each): the paths ``edgert profile`` measures instance counts on."""
         return self.processor == "gpu" and self.provider in GPU_PROVIDERS
 
-    def _set_serving(self, asked: dict[str, Any]) -> None:
+    def _serving_with(self, asked: dict[str, Any]) -> ServingOptions:
+        """:attr:`serving` with ``asked`` applied, or ConfigError naming the first option this path refuses."""
         try:
             new = replace(self.serving, **asked)
         except ValueError as exc:
@@ -226,7 +234,7 @@ class OrtDelegate(Delegate):
         if refused:
             option, why = next(iter(refused.items()))
             raise ConfigError(f"{self.name} cannot serve with {option}={getattr(new, option)!r}: {why}")
-        self.serving = new
+        return new
 
     @property
     def precision(self) -> str:
@@ -349,7 +357,6 @@ class OrtDelegate(Delegate):
                 f"{self.provider} ({self.name}) took none of the {sum(placed.values())} nodes of {artifact.label}: "
                 f"it would run entirely on the CPU; run this model on a cpu delegate instead")
         return session
-
 
     def _session(self, sess: Any, label: str) -> OrtSession:
         """The session as served: IO-bound (``delegates._ort_bound``) when :attr:`serving` asks for it.
