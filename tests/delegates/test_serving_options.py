@@ -29,7 +29,8 @@ GENERATED = ("mlp", "cnn", "multi_input", "stateful", "dynamic_batch")
 @pytest.fixture()
 def served() -> Iterator[None]:
     """Puts every ORT path's serving options back as they were (``configure`` changes process-wide paths)."""
-    paths = [d for d in (get("ort-cpu"), get("ort-cuda"), get("ort-tensorrt")) if isinstance(d, OrtDelegate)]
+    paths = [d for d in map(get, ("ort-cpu", "ort-cuda", "ort-tensorrt", "ort-tensorrt-dla"))
+             if isinstance(d, OrtDelegate)]
     saved = [(d, d.serving) for d in paths]
     yield
     for d, s in saved:
@@ -157,3 +158,12 @@ def test_cuda_graphs_with_io_binding_on_a_gpu(served: None, tmp_path: Path) -> N
                 assert float(np.abs(g - want).max()) / span <= TOLERANCE["tf32"]
         with pytest.raises(edgert.ModelLoadError, match="static input shapes"):
             rt.load(paths["dynamic_batch"], name="db")
+
+
+def test_a_refused_option_beside_serving_keys_changes_nothing(served: None) -> None:
+    dla = get("ort-tensorrt-dla")
+    assert isinstance(dla, OrtDelegate)
+    before = (dla.serving, dict(dla.provider_options))
+    with pytest.raises(edgert.ConfigError):
+        configure({"ort-tensorrt-dla": {"io_binding": True, "force_fp32": True}})   # DLA has no fp32
+    assert (dla.serving, dla.provider_options) == before
