@@ -12,13 +12,18 @@ Four parts, each printed as a table (``--parts`` picks some):
 * ``options``: ORT serving options (``delegates/_ort_serving.py``) on this host: plain ``run`` vs IO
   binding, one at a time vs same-model batches of 2/4/8 (a batched model: the CNN with a symbolic batch
   dimension, and ``dynamic_batch``), and the options a GPU needs, refused here with their reason.
+* ``runtime``: the same options asked the way a user asks them (``delegates.registry.configure``) and served
+  by ``edgert.Runtime``: sync calls one at a time on one worker, plain vs ``io_binding`` on ``ort-cpu`` (the
+  CPU variant of the GPU path), and on ``ort-cuda`` / ``ort-tensorrt`` plain vs IO binding vs IO binding with
+  CUDA graphs, static-shape models; a path this host lacks prints "not run: <reason>", an option a path
+  refuses "refused: <reason>".
 * ``placement``: the simulator (``scheduler/sim/burst.py``): a burst on a device whose GPU is 5-50x
   faster than its CPU, edgert and round_robin on both processors vs each processor alone (makespan, ms).
 
 The model: ``edgert.testing.sized.cnn_at(256)``, genmodels' CNN at 256x256 (about 28 ms a run on one
 core here, the cost of PP-OCRv4 det at 320x320 that the issue measured) and genmodels' 2 ms ``cnn``.
 
-    python benchmarks/serving.py [--parts queue admission options placement] [--requests 60] [--small-requests 400]
+    python benchmarks/serving.py [--parts queue admission options runtime placement] [--requests 60] [--small-requests 400]
                                  [--rounds 3]
                                  [--markdown benchmarks/results/serving.md]
 """
@@ -38,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import host_line, markdown_doc, median  # noqa: E402
 
 import edgert  # noqa: E402
+from delegates.registry import configure, get  # noqa: E402
 from delegates._ort_serving import BoundRunner, ServingOptions, refusals, run_batched  # noqa: E402
 from delegates.onnxrt import OrtSession  # noqa: E402
 from edgert.testing import genmodels  # noqa: E402
@@ -189,6 +195,85 @@ def options_part(rounds: int) -> list[list[str]]:
     return rows
 
 
+#: the options ``runtime_part`` asks of each path (label -> delegate options)
+RUNTIME_OPTIONS: dict[str, dict[str, list[tuple[str, dict[str, object]]]]] = {
+    "cpu": {"ort-cpu": [("plain", {}), ("io_binding", {"io_binding": True}),
+                        ("cuda_graph", {"io_binding": True, "cuda_graph": True}), ("instances=2", {"instances": 2})]},
+    "gpu": {name: [("plain", {}), ("io_binding", {"io_binding": True}),
+                   ("io_binding + cuda_graph", {"io_binding": True, "cuda_graph": True}),
+                   ("instances=2", {"instances": 2})] for name in ("ort-cuda", "ort-tensorrt")},
+}
+_RESET = {"io_binding": False, "cuda_graph": False, "instances": 1}
+
+
+def runtime_part(rounds: int, n_by_model: dict[str, int]) -> list[list[str]]:
+    """Each path's options served by edgert.Runtime (sync calls on one worker): µs per request, vs plain."""
+    cases = {"cnn64 static": cnn_at(64, batched=False), "mlp": genmodels.build("mlp", "onnx")}
+    feeds = {"cnn64 static": np.random.default_rng(0).standard_normal((1, 64, 64, 3)).astype(np.float32),
+             "mlp": genmodels.example_inputs("mlp")["x"]}
+    rows = []
+    for kind, paths in RUNTIME_OPTIONS.items():
+        for path, options in paths.items():
+            why = get(path).probe()
+            if why is not None:
+                rows.extend([path, label, "-", "-", f"not run: {why}"] for label, _ in options)
+                continue
+            rts: dict[str, edgert.Runtime] = {}
+            models: dict[str, dict[str, edgert.Model]] = {}
+            try:
+                for label, opts in options:
+                    try:
+                        configure({path: opts})
+                    except edgert.ConfigError as exc:
+                        rows.append([path, label, "-", "-", f"refused: {exc}"])
+                        continue
+                    try:
+                        rts[label] = edgert.Runtime(delegates=[path], cpu_workers=1 if kind == "cpu" else 0)
+                        models[label] = {name: rts[label].load(data, name=name, slo_ms=60_000.0)
+                                         for name, data in cases.items()}
+                    finally:
+                        configure({path: _RESET})
+                rows.extend(_served(models, _direct(path, cases), feeds, n_by_model, rounds, path))
+            finally:
+                for rt in rts.values():
+                    rt.close()
+    return rows
+
+
+def _direct(path: str, cases: dict[str, bytes]) -> dict[str, ort.InferenceSession]:
+    """The peer: one plain single-threaded InferenceSession per model on the path's EP, called directly."""
+    d = get(path)
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    providers = [(d.provider, dict(getattr(d, "provider_options", {})))] + (
+        [] if d.provider == "CPUExecutionProvider" else ["CPUExecutionProvider"])
+    return {name: ort.InferenceSession(data, so, providers=providers) for name, data in cases.items()}
+
+
+def _served(models: dict[str, dict[str, edgert.Model]], direct: dict[str, ort.InferenceSession],
+            feeds: dict[str, np.ndarray], n_by_model: dict[str, int], rounds: int, path: str) -> list[list[str]]:
+    """Alternating the sides round by round: µs per sync call of each model, and the speed-up vs edgert's plain
+    sessions; the first side is the EP's plain session called directly, without edgert."""
+    rows = []
+    for name, x in feeds.items():
+        sess = direct[name]
+        feed = sess.get_inputs()[0].name
+        fns = {"direct (no edgert)": lambda s=sess, k=feed: s.run(None, {k: x})}
+        fns.update({label: (lambda f=m[name]: f(x)) for label, m in models.items()})
+        ran = {label: m[name].submit(x).result().delegate for label, m in models.items()}   # also warms up
+        ran["direct (no edgert)"] = "InferenceSession.run"
+        sess.run(None, {feed: x})
+        got: dict[str, list[float]] = {label: [] for label in fns}
+        for _ in range(rounds):
+            for label, fn in fns.items():
+                got[label].append(_per_request_us(fn, n_by_model[name]))
+        base = median(got["plain"])
+        for label, v in got.items():
+            rows.append([path, label, name, f"{median(v):.1f}", f"{base / median(v):.2f}x ({ran[label]})"])
+    return rows
+
+
 def placement_part() -> list[list[str]]:
     """Simulated bursts on a GPU 5-50x faster than the CPU: makespan on both vs each alone (ms)."""
     rows = []
@@ -212,6 +297,9 @@ TABLES = {
                                       "last ok ms"]),
     "options": ("Serving options on ort-cpu: µs per request (median of the rounds), speed-up vs a plain run; "
                 "what a GPU needs, refused", ["model", "option", "µs / request", "speed-up / reason"]),
+    "runtime": ("Serving options asked through configure() and served by edgert.Runtime, sync calls on one worker: "
+                "µs per request (median of the rounds), speed-up vs the path's plain sessions",
+                ["path", "option", "model", "µs / request", "speed-up (path) / reason"]),
     "placement": ("Simulated burst (scheduler/sim/burst.py, 10 % run noise, seed 0): GPU 1 ms, CPU ratio x "
                   "slower; makespan ms", ["cpu slower", "N", "policy", "both", "gpu alone", "cpu alone",
                                           "to cpu", "vs best alone"]),
@@ -236,6 +324,8 @@ def main() -> int:
             rows = admission_part(60, args.rounds)
         elif part == "options":
             rows = options_part(args.rounds)
+        elif part == "runtime":
+            rows = runtime_part(args.rounds, {"cnn64 static": args.small_requests, "mlp": 20 * args.small_requests})
         else:
             rows = placement_part()
         title, cols = TABLES[part]

@@ -18,7 +18,20 @@ execution provider and model or is refused with the reason and the fix (:func:`r
 * ``max_batch``: same-model requests that are ready together run as one batch (:func:`run_batched`)
   when every input and output has a symbolic first dimension; refused for a fixed batch dimension.
 
-This module is the option plumbing and the runners; ``delegates/onnxrt.py`` opens the plain sessions.
+How a user asks for them: the delegate options, as for every other option of a path
+(``delegates.registry.configure``)::
+
+    configure({"ort-cuda": {"io_binding": True, "cuda_graph": True}})   # every model opened on ort-cuda
+    configure({"ort-cpu": {"io_binding": True}})                        # the CPU variant (same runner)
+
+``OrtDelegate.configure`` takes the option keys out of the EP options (:func:`pop_serving`), refuses what
+cannot apply to the path at once (:func:`path_refusals`: a ``ConfigError`` naming the option and the
+fix), and ``OrtDelegate.open`` refuses what cannot apply to one model (:func:`check_model`:
+:class:`ServingRefused`, a ``ModelLoadError``; the runtime's loader shows it in
+``rt.stats()[model]["excluded"]`` when another path took the model) and runs an IO-bound session
+(``delegates._ort_bound.BoundOrtSession``) when ``io_binding`` is on.
+
+This module is the option plumbing and the runners; ``delegates/onnxrt.py`` opens the sessions.
 Nothing here reads a clock but :func:`choose_instances`'s caller's measurement.
 """
 
@@ -31,9 +44,10 @@ from typing import Any
 import numpy as np
 
 from delegates.base import TensorSpec
-from delegates.errors import InferenceError
+from delegates.errors import InferenceError, ModelLoadError
 
-__all__ = ["GPU_PROVIDERS", "BoundRunner", "ServingOptions", "choose_instances", "provider_options", "refusals",
+__all__ = ["GPU_PROVIDERS", "SERVING_KEYS", "BoundRunner", "ServingOptions", "ServingRefused", "check_model",
+           "choose_instances", "device_of", "path_refusals", "pop_serving", "provider_options", "refusals",
            "run_batched"]
 
 #: the execution providers that run on an NVIDIA GPU and take these options
@@ -63,6 +77,58 @@ class ServingOptions:
             v = getattr(self, label)
             if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
                 raise ValueError(f"ServingOptions.{label} must be an int >= 1, got {v!r}")
+
+
+#: the delegate option keys that are serving options (the rest of a path's options go to its EP)
+SERVING_KEYS: tuple[str, ...] = ("io_binding", "cuda_graph", "instances", "max_batch")
+
+
+def device_of(provider: str) -> str:
+    """The ``OrtValue`` device an EP's bound buffers live on: ``cuda`` for CUDA / TensorRT, else ``cpu``."""
+    return _DEVICE.get(provider, "cpu")
+
+
+def pop_serving(options: dict[str, Any]) -> dict[str, Any]:
+    """Take the :data:`SERVING_KEYS` out of a path's ``options`` (in place) and return them."""
+    return {k: options.pop(k) for k in SERVING_KEYS if k in options}
+
+
+class ServingRefused(ModelLoadError):
+    """A serving option asked of a path cannot apply to one model (``option``, ``reason``: the why and the fix)."""
+
+    def __init__(self, path: str, label: str, option: str, reason: str) -> None:
+        super().__init__(f"{path} cannot serve {label} with {option}: {reason}")
+        self.path = path
+        self.option = option
+        self.reason = reason
+
+
+def path_refusals(options: ServingOptions, provider: str, available: Sequence[str]) -> dict[str, str]:
+    """``{option: reason}`` for what ``options`` asks that no model could get on a path of ``provider``:
+    :func:`refusals` without the model, plus what the live runtime cannot give a session yet.
+
+    * ``instances`` > 1: the runtime's worker of a processor runs one invocation at a time (its
+      ``capacity`` is 1 for a local processor), so a second session would sit idle; ``edgert profile``
+      measures the count a GPU would want and records it in the device profile.
+    * ``max_batch`` > 1: batching requests that are ready together is decided where they queue, not by
+      the session a path opens; a path option would be ignored.
+    """
+    out = refusals(options, provider, available, (), ())
+    if options.instances > 1 and "instances" not in out:
+        out["instances"] = ("the runtime's worker of a processor runs one invocation at a time (capacity 1), so "
+                            f"{options.instances - 1} of {options.instances} sessions would sit idle; serve with "
+                            "instances=1 (edgert profile records the count a GPU would want in the device profile)")
+    if options.max_batch > 1:
+        out["max_batch"] = ("same-model batching is not a session option: requests that are ready together are "
+                            "batched where they queue; leave max_batch out of the path's options")
+    return out
+
+
+def check_model(options: ServingOptions, provider: str, available: Sequence[str], inputs: Sequence[TensorSpec],
+                outputs: Sequence[TensorSpec], path: str, label: str) -> None:
+    """Raise :class:`ServingRefused` for the first option that cannot apply to this model on this path."""
+    for option, why in refusals(options, provider, available, inputs, outputs).items():
+        raise ServingRefused(path, label, f"{option}={getattr(options, option)!r}", why)
 
 
 def batchable(specs: Sequence[TensorSpec]) -> str:
@@ -147,25 +213,27 @@ class BoundRunner:
     def run(self, feeds: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Run once on ``feeds`` (input order); returns the outputs as numpy arrays (output order)."""
         b = self._binding
+        cpu = self._device == "cpu"
         shapes = tuple(np.shape(x) for x in feeds)
         try:
             if shapes != self._shapes:
                 self._rebind(feeds, shapes)
-            elif self._device != "cpu":
+            elif not cpu:
                 for v, x in zip(self._in_values, feeds):
                     v.update_inplace(np.ascontiguousarray(x))
-            if self._device == "cpu":
+            if cpu:   # host buffers: bound in place, nothing to synchronise
                 for name, x in zip(self._in_names, feeds):
                     b.bind_cpu_input(name, np.ascontiguousarray(x))
-            b.synchronize_inputs()
-            self._sess.run_with_iobinding(b)
-            b.synchronize_outputs()
-            values = b.get_outputs()
+                self._sess.run_with_iobinding(b)
+            else:
+                b.synchronize_inputs()
+                self._sess.run_with_iobinding(b)
+                b.synchronize_outputs()
             if self._out_values is None:   # keep the buffers of this shape's first run bound
-                self._out_values = list(values)
+                self._out_values = list(b.get_outputs())
                 for name, v in zip(self._out_names, self._out_values):
                     b.bind_ortvalue_output(name, v)
-            return [np.array(v.numpy(), copy=True) for v in values]
+            return list(b.copy_outputs_to_cpu())   # fresh host arrays: the bound buffers are reused
         except Exception as exc:  # noqa: BLE001 - mapped at this boundary
             raise InferenceError(f"IO-bound run failed: {exc}") from exc
 

@@ -18,6 +18,8 @@ OpenVINO's NPU on ``npu``. QNN lives in :mod:`delegates.ort_qnn`.
   on the CPU EP) is disabled, so a failing accelerator fails visibly.
 * Provider options are passed through: the constructor's defaults merged
   with :meth:`OrtDelegate.configure` (``delegates.registry.configure``).
+* Serving options (``io_binding``, ``cuda_graph``, ``instances``, ``max_batch``) ride on the same
+  options and are applied or refused with the reason (:mod:`delegates._ort_serving`).
 
 Sessions are single-threaded by default (``intra_op_num_threads=1``): a
 worker per core with one thread each beats ORT's default thread pools, which
@@ -27,17 +29,26 @@ oversubscribe a small CPU and halve throughput (measured, docs/design.md §3).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from delegates._foreign import ort_errors
 from delegates._native import capture_native_stderr, jetson_model, native_quiet
+from delegates._ort_serving import (
+    GPU_PROVIDERS,
+    ServingOptions,
+    check_model,
+    path_refusals,
+    pop_serving,
+    provider_options,
+)
 from delegates._probe_models import onnx_probe
 from delegates.base import Artifact, Delegate, Session, TensorSpec, force_fp32_flag
 from delegates.precision import ort_force_fp32, ort_precision
 from delegates.errors import DelegateUnavailable, InferenceError, ModelLoadError
+from scheduler.errors import ConfigError
 
 # ORT type strings -> numpy dtypes.
 _ORT_DTYPES: dict[str, Any] = {
@@ -181,6 +192,8 @@ class OrtDelegate(Delegate):
         self.provider_options: dict[str, Any] = dict(provider_options or {})
         self.probe_session = provider != CPU_EP if probe_session is None else probe_session
         self._requirement = requirement
+        #: what sessions opened from now on are served with (:meth:`configure`'s serving keys)
+        self.serving = ServingOptions()
 
     # -- configuration and probing -------------------------------------------------------------
     def configure(self, options: Mapping[str, Any]) -> None:
@@ -189,15 +202,45 @@ class OrtDelegate(Delegate):
         ``force_fp32=True`` sets the EP's own options for fp32 arithmetic (CUDA ``use_tf32=0``,
         TensorRT without fp16 / int8, OpenVINO ``precision=FP32``; :mod:`delegates.precision`).
 
+        The serving keys (``io_binding``, ``cuda_graph``, ``instances``, ``max_batch``) set
+        :attr:`serving` for the sessions opened from now on (see :mod:`delegates._ort_serving`); one that
+        cannot apply on this path is refused here, with nothing changed.
+
         Raises:
-            ConfigError: ``force_fp32`` on an EP that cannot compute in fp32 (DLA, NNAPI's NPU …).
+            ConfigError: ``force_fp32`` on an EP that cannot compute in fp32 (DLA, NNAPI's NPU …); a serving
+                option of the wrong type, or one this path cannot apply (the option, the reason and the fix).
         """
         opts = dict(options)
+        asked = pop_serving(opts)
+        serving = self._serving_with(asked) if asked else self.serving
         force = force_fp32_flag(opts)
         if force:
             opts.update(ort_force_fp32(self.name, self.provider, self.provider_options))
+        self.serving = serving
         self.provider_options.update(opts)
         self.invalidate()
+
+    @property
+    def serves_instances(self) -> bool:
+        """Whether several sessions of one model on this path run on one GPU side by side (CUDA / TensorRT
+        on ``gpu``, a CUDA stream each): the paths ``edgert profile`` measures instance counts on."""
+        return self.processor == "gpu" and self.provider in GPU_PROVIDERS
+
+    def _serving_with(self, asked: dict[str, Any]) -> ServingOptions:
+        """:attr:`serving` with ``asked`` applied, or ConfigError naming the first option this path refuses."""
+        try:
+            new = replace(self.serving, **asked)
+        except ValueError as exc:
+            raise ConfigError(f"{self.name}: {exc}") from exc
+        try:
+            have = list(_import_ort().get_available_providers())
+        except ImportError:
+            have = []
+        refused = path_refusals(new, self.provider, have)
+        if refused:
+            option, why = next(iter(refused.items()))
+            raise ConfigError(f"{self.name} cannot serve with {option}={getattr(new, option)!r}: {why}")
+        return new
 
     @property
     def precision(self) -> str:
@@ -276,6 +319,7 @@ class OrtDelegate(Delegate):
     def _configure_session(self, so: Any, threads: int) -> list[Any] | None:
         """Attach this EP: return the ``providers=`` list, or None when it was added to ``so`` itself."""
         opts = dict(self.provider_options)
+        opts.update(provider_options(self.serving, self.provider))   # CUDA graphs: the EP's own flag
         if self.provider == "XnnpackExecutionProvider":
             opts.setdefault("intra_op_num_threads", threads)
         if self.provider == CPU_EP:
@@ -311,7 +355,7 @@ class OrtDelegate(Delegate):
         if self.provider not in sess.get_providers():
             raise ModelLoadError(f"{self.provider} dropped out while loading {artifact.label}; "
                                  f"the session only has {', '.join(sess.get_providers())}")
-        session = OrtSession(sess, artifact.label, self.provider)
+        session = self._session(sess, artifact.label)
         session.precision = self.precision
         placed = session.placement()
         if self.provider != CPU_EP and placed and not placed.get(self.provider):
@@ -319,6 +363,22 @@ class OrtDelegate(Delegate):
                 f"{self.provider} ({self.name}) took none of the {sum(placed.values())} nodes of {artifact.label}: "
                 f"it would run entirely on the CPU; run this model on a cpu delegate instead")
         return session
+
+    def _session(self, sess: Any, label: str) -> OrtSession:
+        """The session as served: IO-bound (``delegates._ort_bound``) when :attr:`serving` asks for it.
+
+        Raises:
+            ServingRefused: a serving option cannot apply to this model (e.g. CUDA graphs, symbolic shapes).
+        """
+        plain = OrtSession(sess, label, self.provider)
+        check_model(self.serving, self.provider, _import_ort().get_available_providers(), plain.inputs,
+                    plain.outputs, self.name, label)
+        if not self.serving.io_binding:
+            return plain
+        from delegates._ort_bound import BoundOrtSession  # noqa: PLC0415 - only with io_binding
+
+        return BoundOrtSession(sess, label, self.provider, int(self.provider_options.get("device_id", 0)),
+                               self.serving.cuda_graph)
 
 
 def _dla_requirement() -> str | None:

@@ -9,14 +9,22 @@ identical single-threaded workers), the others are the kind itself (``gpu``,
 ``dsp``, ``npu``). When several delegates of one kind were measured for a
 model, the column holds the fastest p50 and ``sources`` names all of them;
 ``sources["delegate/<model>/<processor>"]`` names the one the number is from.
+
+Instances per GPU (issue 28): for a path that serves several sessions of one model on one GPU (ORT's
+CUDA / TensorRT EPs: ``serves_instances``), :func:`measure_instances` runs 1, 2, 4 sessions from as
+many threads and :func:`record_instances` writes the count :func:`~delegates._ort_serving.choose_instances`
+picks into the profile's ``instances[model][processor]`` (top-level JSON key; :func:`save_profile`) with
+the measured throughputs in ``sources["instances/<model>/<processor>"]``. :func:`instances_of` reads it back.
 """
 
 from __future__ import annotations
 
+import json
 import platform
 import re
 import socket
 import statistics
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from delegates._native import host_summary
+from delegates._ort_serving import choose_instances
 from delegates.base import FORMATS, Artifact, Delegate, Session
 from edgert._core._memory import ResidentGrowth, give_back_freed
 from edgert.errors import ConfigError, ModelLoadError
@@ -198,6 +207,94 @@ def build_profile(measurements: Iterable[Measurement], failures: Iterable[Failur
     return DeviceProfile(name=name or _slug(host), processors=procs, latency_ms=latency,
                          latency_p90_ms=p90, sources=sources, memory_mb=memory,
                          description=description or f"measured on {host} ({platform.machine()}) by edgert profile")
+
+
+#: instance counts ``edgert profile`` measures on a GPU path
+INSTANCE_COUNTS: tuple[int, ...] = (1, 2, 4)
+
+
+def measure_instances(delegate: Delegate, artifact: Artifact, counts: Iterable[int] = INSTANCE_COUNTS,
+                      runs: int = 50, warmup: int = 3) -> dict[int, float]:
+    """Throughput (requests per s) of ``k`` sessions of ``artifact`` on ``delegate`` run by ``k`` threads at
+    once, for each ``k`` in ``counts``: each thread makes ``warmup`` untimed then ``runs`` timed runs on its
+    own session; the throughput is ``k * runs`` over the wall time from a common start to the last end.
+
+    Raises:
+        DelegateUnavailable, ModelLoadError, InferenceError: from the delegate (a failed run in a thread is
+            re-raised here).
+        ValueError: ``runs`` < 1, ``warmup`` < 0 or a count < 1.
+    """
+    ks = sorted(set(counts))
+    if runs < 1 or warmup < 0 or not ks or ks[0] < 1:
+        raise ValueError(f"runs must be >= 1, warmup >= 0 and counts >= 1 (got {runs}, {warmup}, {ks})")
+    sessions: list[Session] = []
+    try:
+        for _ in range(ks[-1]):
+            sessions.append(delegate.open(artifact, threads=1))
+        feeds = example_feeds(sessions[0])
+        for s in sessions:
+            for _ in range(warmup):
+                s.run(feeds)
+        return {k: _throughput(sessions[:k], feeds, runs) for k in ks}
+    finally:
+        for s in sessions:
+            s.close()
+
+
+def _throughput(sessions: list[Session], feeds: list[np.ndarray], runs: int) -> float:
+    start = threading.Barrier(len(sessions) + 1)
+    errors: list[BaseException] = []
+
+    def work(s: Session) -> None:
+        start.wait()
+        try:
+            for _ in range(runs):
+                s.run(feeds)
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the measuring thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(s,), name=f"edgert-instance{i}", daemon=True)
+               for i, s in enumerate(sessions)]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    if errors:
+        raise errors[0]
+    return len(sessions) * runs / wall
+
+
+def record_instances(profile: DeviceProfile, instances: dict[str, dict[str, int]], model: str, kind: str,
+                     delegate: str, throughput: Mapping[int, float]) -> int:
+    """Choose the instance count of ``model`` on ``kind``'s column from measured ``throughput`` (requests per
+    s by count; :func:`~delegates._ort_serving.choose_instances`), put it in ``instances[model][column]``
+    and the figures in ``profile.sources["instances/<model>/<column>"]``; returns the count."""
+    col = processor_name(kind)
+    chosen = choose_instances(throughput)
+    instances.setdefault(model, {})[col] = chosen
+    figures = ", ".join(f"{k}: {v:.1f}" for k, v in sorted(throughput.items()))
+    profile.sources[f"instances/{model}/{col}"] = (
+        f"{chosen}: measured on {socket.gethostname()} with {delegate}, requests per s by sessions run at once "
+        f"({figures}); the fewest within 5 % of the best")
+    return chosen
+
+
+def save_profile(profile: DeviceProfile, path: str | Path, instances: Mapping[str, Mapping[str, int]]) -> None:
+    """Write ``profile`` as :meth:`DeviceProfile.save` does, with ``instances[model][processor]`` when any."""
+    obj = profile.to_json()
+    if instances:
+        obj = {**{k: v for k, v in obj.items() if k != "sources"}, "instances": instances,
+               "sources": obj["sources"]}
+    Path(path).write_text(json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def instances_of(path: str | Path) -> dict[str, dict[str, int]]:
+    """The ``instances[model][processor]`` a profile written by ``edgert profile`` records ({} when none)."""
+    raw = json.loads(Path(path).read_text()).get("instances", {})
+    return {m: {p: int(n) for p, n in row.items()} for m, row in raw.items()} if isinstance(raw, dict) else {}
 
 
 def _slug(text: str) -> str:

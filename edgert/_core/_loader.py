@@ -46,7 +46,8 @@ def open_on_workers(lm: LoadedModel, workers: Sequence[Worker], allowed: tuple[s
     session opened, and ``lm.resident_mb`` with what the process's resident set grew by meanwhile.
     ``accept`` (the model's accuracy check, :class:`edgert._core._accuracy.AccuracyCheck`) may refuse a
     path: its reason lands in ``excluded`` (delegate name -> reason) and the path is not used for
-    this model.
+    this model; so does a serving option the path cannot apply to this model
+    (:class:`delegates._ort_serving.ServingRefused`), seen even where another path took the model.
 
     Raises:
         ModelLoadError: no worker could open it (every delegate's reason, or "no delegate takes it").
@@ -80,6 +81,8 @@ def _open(lm: LoadedModel, workers: Sequence[Worker], allowed: tuple[str, ...] |
                 check_specs(lm, s, d)
             except ModelLoadError as exc:
                 errors.setdefault((d.name, str(exc)), []).append(w.name)
+                if excluded is not None and getattr(exc, "option", None):   # a serving option refused the model
+                    excluded[d.name] = str(exc)
                 continue
             note_precision(d.name, getattr(s, "precision", "fp32"))
             if accept is not None and (why := accept(d, s)) is not None:

@@ -11,6 +11,11 @@ p50 / p90 as a device profile (docs/design.md §6) with the host, the versions a
 the coverage of partially delegated graphs in ``sources``. A pair that fails
 (e.g. an op the delegate rejects) is listed under ``unmeasured/…`` and the
 others go on; errors that stop the command print one line and exit 2.
+
+On a GPU path that serves several sessions of a model side by side (ORT CUDA / TensorRT), it also
+runs 1, 2 and 4 sessions at once (``--instances``) and records the count that earns its keep in the
+profile's ``instances`` (:func:`edgert._profiling.measure_instances`); where no such path is here it
+says why and records none.
 """
 
 from __future__ import annotations
@@ -21,7 +26,19 @@ from pathlib import Path
 from typing import Any
 
 from delegates.registry import resolve
-from edgert._profiling import Failure, Measurement, artifact_for, build_profile, measure
+from delegates.base import Delegate
+from delegates.registry import all_delegates
+from edgert._profiling import (
+    INSTANCE_COUNTS,
+    Failure,
+    Measurement,
+    artifact_for,
+    build_profile,
+    measure,
+    measure_instances,
+    record_instances,
+    save_profile,
+)
 from edgert.errors import EdgeRTError
 
 
@@ -38,6 +55,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, default=50, help="timed runs per (model, delegate) (default 50)")
     p.add_argument("--warmup", type=int, default=5, help="untimed warm-up runs (default 5)")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads per session (default 1, like a worker)")
+    p.add_argument("--instances", default=",".join(map(str, INSTANCE_COUNTS)), metavar="N,N…|off",
+                   help="sessions run at once on a GPU path to choose the instance count from (default "
+                        f"{','.join(map(str, INSTANCE_COUNTS))}; off: do not measure)")
     p.add_argument("--name", default=None, help="profile name (default: the host name)")
     p.add_argument("-o", "--output", required=True, type=Path, help="profile JSON to write")
     p.set_defaults(func=run)
@@ -49,6 +69,27 @@ def _delegate_names(raw: list[str] | None) -> str | list[str]:
         return "auto"
     names = [n.strip() for item in raw for n in item.split(",") if n.strip()]
     return "auto" if names == ["auto"] else names
+
+
+def _instance_counts(raw: str) -> tuple[int, ...]:
+    if raw.strip().lower() == "off":
+        return ()
+    try:
+        counts = tuple(sorted({int(x) for x in raw.split(",") if x.strip()}))
+    except ValueError:
+        counts = ()
+    if not counts or counts[0] < 1:
+        raise ValueError(f"--instances takes counts >= 1 such as 1,2,4, or off; got {raw!r}")
+    return counts
+
+
+def _no_instance_path(chosen: list[Delegate]) -> str:
+    """Why no instance count is measured: the GPU paths that would take one, and why they are not here."""
+    gpu = [d for d in all_delegates().values() if getattr(d, "serves_instances", False)]
+    names = {d.name for d in chosen}
+    why = "; ".join(f"{d.name}: {d.probe() or ('took none of the models' if d.name in names else 'not among --delegates')}"
+                    for d in gpu)
+    return f"no GPU path that serves instances is measured ({why or 'none known'})"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,10 +123,12 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError("name the MODEL files to measure, or pass --from-trace T.jsonl")
     if args.runs < 1 or args.warmup < 0:
         raise ValueError(f"--runs must be >= 1 and --warmup >= 0 (got {args.runs}, {args.warmup})")
+    counts = _instance_counts(args.instances)
     artifacts = [artifact_for(m) for m in args.models]
     chosen = resolve(_delegate_names(args.delegates))
     results: list[Measurement] = []
     failures: list[Failure] = []
+    throughputs: list[tuple[str, Delegate, dict[int, float]]] = []
     for art in artifacts:
         model = art.path.stem  # type: ignore[union-attr]
         takers = [d for d in chosen if art.format in d.formats]
@@ -103,12 +146,29 @@ def _run(args: argparse.Namespace) -> int:
             cov = "" if m.coverage >= 1.0 else f"  coverage {m.coverage:.0%}"
             mem = "" if m.memory_mb is None else f"  {m.memory_mb:6.1f} MB resident"
             print(f"  {model:24} {d.name:20} {d.processor:4} p50 {m.p50_ms:9.3f} ms  p90 {m.p90_ms:9.3f} ms{mem}{cov}")
+            if counts and getattr(d, "serves_instances", False):
+                try:
+                    tp = measure_instances(d, art, counts, runs=args.runs, warmup=args.warmup)
+                except EdgeRTError as exc:
+                    failures.append(Failure(model, d.name, f"instances not measured: {exc}"))
+                    print(f"  {model:24} {d.name:20} instances not measured: {exc}", file=sys.stderr)
+                    continue
+                throughputs.append((model, d, tp))
     if not results:
         reasons = "; ".join(f"{f.model}/{f.delegate}: {f.reason}" for f in failures)
         raise ValueError(f"nothing could be measured ({reasons})")
     profile = build_profile(results, failures, name=args.name)
+    instances: dict[str, dict[str, int]] = {}
+    for model, d, tp in throughputs:
+        n = record_instances(profile, instances, model, d.processor, d.name, tp)
+        figures = "  ".join(f"{k}: {v:.1f}/s" for k, v in sorted(tp.items()))
+        print(f"  {model:24} {d.name:20} instances {figures}  -> {n}")
+    if counts and not throughputs:
+        why = _no_instance_path(chosen)
+        profile.sources["instances"] = f"not measured: {why}"
+        print(f"  instances per GPU: not measured: {why}")
     if args.output.parent and not args.output.parent.exists():
         args.output.parent.mkdir(parents=True)
-    profile.save(args.output)
+    save_profile(profile, args.output, instances)
     print(f"wrote {args.output}: {len(profile.models)} model(s) on {', '.join(p.name for p in profile.processors)}")
     return 0
