@@ -11,17 +11,23 @@ The other way to spend two cores on two ready requests is one each, side by side
 wall time per request of k=2 singles on two threads at once (one interpreter each), which is what
 edgert's two CPU workers do today without batching.
 
+``invoke k=2`` is the ceiling of any batching code: the interpreter's own ``invoke`` on a batch of 2
+against two ``invoke`` at batch 1 (inputs set once, nothing copied in or out; two interpreters), as a ratio.
+
 Also per model: ``resize ms``, a resize of the session's interpreter between batch 1 and 2 (and back)
 after the first one, against an interpreter per batch size (``+MB`` resident for the second one):
 the cost of the two ways to keep both sizes. Models that cannot batch are listed with the reason.
 
+``--hog`` runs it all beside one busy process (a pure-Python spin loop, as ``benchmarks/xr_users.py``'s).
+
 Run alone (it times): ``flock -x /tmp/edgert-cpu.lock python benchmarks/batching.py``
-    [--rounds 15] [--models NAME ...] [--markdown benchmarks/results/batching.md]
+    [--rounds 21] [--hog] [--models NAME ...] [--markdown benchmarks/results/batching.md]
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing as mp
 import sys
 import threading
 import time
@@ -38,6 +44,8 @@ from delegates.litert import LiteRTDelegate  # noqa: E402
 from edgert import models as zoo  # noqa: E402
 from edgert.testing.direct import XR_MODELS  # noqa: E402
 
+COLS = ["model", "k=1 ms", "k=2 batch ms/req", "ratio k=2", "k=3 batch ms/req", "ratio k=3",
+        "invoke k=2 ratio", "2 cores ms/req", "resize ms", "2nd interp +MB"]
 MODELS = XR_MODELS + ("hand_landmark_lite", "palm_detection_lite", "selfie_segmentation_landscape")
 
 
@@ -98,6 +106,24 @@ def two_cores(path: Path, rounds: int) -> float:
     return median(walls[1:])
 
 
+def invoke_ratio(path: Path, rounds: int) -> float:
+    """Median over rounds of (one invoke at batch 2) / (two invokes at batch 1), interpreters only."""
+    one = LiteRTDelegate().open(Artifact("tflite", path=path), threads=1)
+    two = LiteRTDelegate().open(Artifact("tflite", path=path), threads=1)
+    reqs = _requests(one, 2, seed=5)
+    two.run_batch(reqs)
+    one.run(reqs[0])
+    a, b = one._interp, two._interp   # noqa: SLF001 - the benchmark times the bare invoke
+    ratios = []
+    for _ in range(rounds):
+        t1 = _ms(lambda: (a.invoke(), a.invoke()))
+        t2 = _ms(b.invoke)
+        ratios.append(t2 / t1)
+    one.close()
+    two.close()
+    return median(ratios)
+
+
 def _rss_mb() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4096 / 2**20
@@ -116,25 +142,55 @@ def resize_vs_second(s: Session, path: Path) -> tuple[float, float]:
     s.run(_requests(s, 1, 0)[0])   # the session back at its own shape
     before = _rss_mb()
     second = LiteRTDelegate().open(Artifact("tflite", path=path), threads=1)
-    second.run_batch(_requests(second, 2, 0)) if second.batch_refusal == "" else None
+    if second.batch_refusal == "":
+        second.run_batch(_requests(second, 2, 0))
     grown = _rss_mb() - before
     second.close()
     return median(times[2:]), grown
 
 
+def _spin(stop: object) -> None:
+    x = 0
+    while not stop.is_set():  # type: ignore[attr-defined]
+        for _ in range(100_000):
+            x += 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=21)
+    ap.add_argument("--hog", action="store_true", help="beside one busy process")
     ap.add_argument("--models", nargs="*", default=list(MODELS))
     ap.add_argument("--markdown", type=Path, default=None)
     args = ap.parse_args(argv)
-    mp = next(iter(zoo.fetch("mediapipe").values())).parent
-    cols = ["model", "k=1 ms", "k=2 batch ms/req", "ratio k=2", "k=3 batch ms/req", "ratio k=3",
-            "2 cores ms/req", "resize ms", "2nd interp +MB"]
-    rows, refused = [], []
+    mp_dir = next(iter(zoo.fetch("mediapipe").values())).parent
     print(host_line())
+    stop = mp.Event()
+    hog = mp.Process(target=_spin, args=(stop,), daemon=True) if args.hog else None
+    if hog is not None:
+        hog.start()
+    try:
+        rows, refused = _measure(args, mp_dir)
+    finally:
+        if hog is not None:
+            stop.set()
+            hog.join(5)
+    notes = [host_line() + ("; beside one busy process" if args.hog else "; no other load"),
+             f"rounds: {args.rounds}; LiteRT + XNNPACK, num_threads=1; ratio = batch ms per request / "
+             "singles ms per request (< 1: batching is cheaper on one core)", "Models that do not batch:",
+             "\n".join(refused) or "(none)"]
+    doc = markdown_doc("Cross-user batching (issue 30)", notes, COLS, rows, range(1, len(COLS)))
+    print("\n".join(refused))
+    if args.markdown:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(doc)
+    return 0
+
+
+def _measure(args: argparse.Namespace, mp_dir: Path) -> tuple[list[str], list[str]]:
+    rows, refused = [], []
     for name in args.models:
-        path = mp / f"{name}.tflite"
+        path = mp_dir / f"{name}.tflite"
         s = LiteRTDelegate().open(Artifact("tflite", path=path), threads=1)
         if s.max_batch == 1:
             refused.append(f"- `{name}`: {s.batch_refusal}")
@@ -150,19 +206,12 @@ def main(argv: list[str] | None = None) -> int:
         resize, grown = resize_vs_second(s, path)
         s.close()
         cores = two_cores(path, args.rounds)
+        raw = invoke_ratio(path, args.rounds)
         row = (f"| {name} | {median(single):.2f} | {cells[0]:.2f} | {cells[1]:.2f} | {cells[2]:.2f} | "
-               f"{cells[3]:.2f} | {cores:.2f} | {resize:.2f} | {grown:.1f} |")
+               f"{cells[3]:.2f} | {raw:.2f} | {cores:.2f} | {resize:.2f} | {grown:.1f} |")
         rows.append(row)
         print(row, flush=True)
-    notes = [host_line(), f"rounds: {args.rounds}; LiteRT + XNNPACK, num_threads=1; ratio = batch ms per request / "
-             "singles ms per request (< 1: batching is cheaper on one core)", "Models that do not batch:",
-             "\n".join(refused) or "(none)"]
-    doc = markdown_doc("Cross-user batching (issue 30)", notes, cols, rows, range(1, len(cols)))
-    print("\n".join(refused))
-    if args.markdown:
-        args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        args.markdown.write_text(doc)
-    return 0
+    return rows, refused
 
 
 if __name__ == "__main__":
