@@ -39,7 +39,12 @@ def names(g: Gathered) -> list[str]:
     (1e3, [Req("b", 150), Req("a", 140)], 4, CHEAP, ["a", "b"], ""),
     # the model does not batch / batching pays nothing
     (1e3, [Req("a", 140)], 1, CHEAP, [], "does not batch"),
-    (1e3, [Req("a", 140), Req("b", 140)], 4, NO_GAIN, [], "does not pay"),
+    (1e3, [Req("a", 140), Req("b", 140)], 4, NO_GAIN, [], "no batch saves more than 0% of its single runs"),
+    # not greedy: a batch of 2 costs more than two runs, one of 3 less than three
+    (1e3, [Req("a", 140), Req("b", 140)], 4, table(10, 21, 27), ["a", "b"], ""),
+    # the batch that saves the most: 3 (saves 3 ms), not 4 (costs 10 more than four runs)
+    (1e3, [Req("a", 500), Req("b", 500), Req("c", 500)], 4, table(10, 21, 27, 50), ["a", "b"],
+     "a batch of 3 saves the most (3.000 ms)"),
     # the batch is full
     (1e3, [Req("a", 140), Req("b", 140), Req("c", 140), Req("d", 140)], 3, CHEAP, ["a", "b"], "batch is full (3)"),
     # a candidate whose deadline a batch of 2 misses (ends at 112) is passed over; a later one fits
@@ -76,6 +81,17 @@ def test_every_member_and_the_head_finish_by_their_deadlines_and_the_batch_pays(
             assert all(g.finish_ms <= r.deadline_ms for r in (head, *g.members))
             assert cost(g.size) < g.size * single          # it pays
             assert len(set(map(id, g.members))) == len(g.members) and all(m in cands for m in g.members)
+
+
+def test_a_saving_must_clear_the_margin() -> None:
+    cands = [Req("a", 1e3), Req("b", 1e3)]
+    # CHEAP saves 8 of 20 ms at 2 (40 %), 16 of 30 at 3 (53 %)
+    assert names(gather(Req("head", 1e3), cands, 4, CHEAP, 0.0, min_saving=0.5)) == ["a", "b"]
+    g = gather(Req("head", 1e3), cands[:1], 4, CHEAP, 0.0, min_saving=0.4)        # 40 %, not more
+    assert g.members == () and g.note == "no batch saves more than 40% of its single runs (10.000 ms each; tried up to 2)"
+    assert g.finish_ms == 10.0
+    with pytest.raises(ValueError, match=r"min_saving is a share .* in \[0, 1\); got 1.0"):
+        gather(Req("head", 1e3), cands, 4, CHEAP, 0.0, min_saving=1.0)
 
 
 def test_a_head_late_alone_gathers_nothing() -> None:
