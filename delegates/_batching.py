@@ -91,13 +91,16 @@ def batch_check(run: Run, inputs: Sequence[TensorSpec], outputs: Sequence[Tensor
     reqs = probe_requests(inputs, 2)
     try:
         singles = [[np.array(o, copy=True) for o in run(list(r))] for r in reqs]
+    except EdgeRTError as exc:
+        return f"the batch check's single run failed: {exc}"
+    try:
         batched = run([np.concatenate([r[i] for r in reqs], axis=0) for i in range(len(inputs))])
     except EdgeRTError as exc:
         return f"the backend cannot run a batch of 2: {exc}"
     for spec, o in zip(outputs, batched):
         if np.shape(o)[:1] != (2,):
             return (f"at a batch of 2, output {spec.name!r} comes back {list(np.shape(o))} (declared "
-                    f"{spec.describe()}): the graph folds the batch into another dimension")
+                    f"{spec.describe()}): the graph folds the batch into another dimension (or drops it)")
     parts = [[o[i:i + 1] for o in batched] for i in range(2)]
     tol = TOLERANCE.get(precision, TOLERANCE["fp32"])
     for single, part in zip(singles, parts):
