@@ -34,6 +34,11 @@ PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "int8", "mixed")
 #: 10 bits throughout, and accumulated error over a deep net reaches a few percent of the range.
 TOLERANCE: dict[str, float] = {"fp32": 1e-4, "tf32": 1e-2, "fp16": 5e-2, "int8": 1e-1, "mixed": 5e-2}
 
+#: The most requests one :meth:`Session.run_batch` call takes on a session that batches: LiteRT and ONNX
+#: Runtime set no limit of their own; this bounds the arena a batch needs (pose_landmark_full's outputs are
+#: 0.9 MB a request) and is more users than one host serves at a frame rate.
+BATCH_LIMIT = 8
+
 
 @dataclass(frozen=True, slots=True)
 class TensorSpec:
@@ -123,6 +128,54 @@ class Session(ABC):
         Raises:
             InferenceError: the backend failed; the original is chained.
         """
+
+    @property
+    def batch_refusal(self) -> str:
+        """Why this session cannot run several requests as one invocation, "" when it can.
+
+        Sessions that can batch (LiteRT, ONNX Runtime) establish it on the model once, at the first
+        read (three runs: :func:`delegates._batching.batch_check`); read it at load time, not on a
+        request's path. The default: this kind of session does not batch.
+        """
+        why = self.__dict__.get("_batch_refusal")
+        if why is None:
+            why = self._batch_refusal = self._check_batch()
+        return why
+
+    @property
+    def max_batch(self) -> int:
+        """The most requests one :meth:`run_batch` call takes: 1 when the session cannot batch
+        (:attr:`batch_refusal` says why), else :data:`BATCH_LIMIT`."""
+        return 1 if self.batch_refusal else BATCH_LIMIT
+
+    def _check_batch(self) -> str:
+        """Establish whether this session batches: "" or the reason (uncached; see :attr:`batch_refusal`)."""
+        return f"{type(self).__name__} does not run batches (LiteRT and ONNX Runtime sessions do)"
+
+    def run_batch(self, feeds_list: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
+        """Run several requests (each a feed list in input order, batch dimension first) as ONE invocation;
+        return each request's outputs (output order), as :meth:`run` of that request alone would.
+
+        One request is run with :meth:`run`. More than one on a session that cannot batch is refused, not
+        run one by one: a caller gathered them because one batched run costs less than separate runs, and
+        running them in turn would silently break the timing it counted on; run them with :meth:`run`.
+
+        Raises:
+            ValueError: more requests than :attr:`max_batch` (the reason when it is 1).
+            InputError: a request whose feeds do not fit the model or the other requests (names them).
+            InferenceError: the backend failed; the original is chained.
+        """
+        if len(feeds_list) <= 1:
+            return [self.run(list(f)) for f in feeds_list]
+        if len(feeds_list) > self.max_batch:
+            why = self.batch_refusal
+            raise ValueError(f"run_batch got {len(feeds_list)} requests; this session takes "
+                             + (f"one at a time: {why}" if why else f"at most {self.max_batch} in one run")
+                             + "; check Session.max_batch and run the others with run()")
+        from delegates._batching import check_requests, run_requests  # noqa: PLC0415 - it imports this module
+
+        check_requests(self.inputs, feeds_list)
+        return run_requests(self.run, feeds_list, str(getattr(self, "_label", type(self).__name__)))
 
     def placement(self) -> dict[str, int]:
         """Graph nodes per executor (e.g. ``{"QNNExecutionProvider": 4, "CPUExecutionProvider": 1}``);

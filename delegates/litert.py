@@ -81,6 +81,14 @@ class LiteRTSession(Session):
             self._interp.allocate_tensors()
         self._shapes = [tuple(int(x) for x in d["shape"]) for d in self._interp.get_input_details()]
 
+    def _check_batch(self) -> str:
+        """A batch resizes the inputs' leading dim to its size (in place: after the first time, a resize
+        between sizes costs about 0.1 ms, an interpreter per size another copy of the packed weights;
+        ``benchmarks/batching.py``); whether the model's answers survive it is checked on the model."""
+        from delegates._batching import batch_check  # noqa: PLC0415 - only where batching is asked
+
+        return batch_check(self.run, self.inputs, self.outputs, self.precision)
+
     def placement(self) -> dict[str, int]:
         """Original graph nodes per engine, e.g. ``{"gpu": 40, "xnnpack": 2, "cpu": 1}`` (``cpu`` = builtin kernels)."""
         return dict(self._placement)

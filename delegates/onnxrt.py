@@ -154,6 +154,13 @@ class OrtSession(Session):
         """
         return dict(self._placement)
 
+    def _check_batch(self) -> str:
+        """Batches only a model whose every input and output has a symbolic first dim (checked on it too)."""
+        from delegates._batching import batch_check  # noqa: PLC0415 - only where batching is asked
+        from delegates._ort_serving import batchable  # noqa: PLC0415
+
+        return batchable(self.inputs + self.outputs) or batch_check(self.run, self.inputs, self.outputs, self.precision)
+
     def run(self, feeds: list[np.ndarray]) -> list[np.ndarray]:
         """Run once; ORT's exceptions become InferenceError (chained)."""
         try:

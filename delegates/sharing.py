@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from delegates._batching import check_requests, run_requests
 from delegates.base import Session
 from delegates.errors import EdgeRTError, InferenceError
 
@@ -89,6 +90,23 @@ class SessionPool(Session):
         s = self._borrow()
         try:
             return s.run(feeds)
+        finally:
+            with self._cond:
+                self._idle.append(s)
+                self._cond.notify()
+
+    def _check_batch(self) -> str:
+        """The first session's answer (every session of the pool is the same model on the same delegate)."""
+        return self._first.batch_refusal
+
+    def run_batch(self, feeds_list: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
+        """Run the batch on an idle session of the pool (:meth:`delegates.base.Session.run_batch`)."""
+        if len(feeds_list) <= 1 or len(feeds_list) > self.max_batch:   # one run, or refused: nothing to borrow
+            return super().run_batch(feeds_list)
+        check_requests(self.inputs, feeds_list)
+        s = self._borrow()
+        try:   # the batch check was the first session's: the others are not probed again
+            return run_requests(s.run, feeds_list, "a pooled session")
         finally:
             with self._cond:
                 self._idle.append(s)
