@@ -15,7 +15,7 @@ import numpy as np
 
 from delegates._ort_serving import BoundRunner, device_of
 from delegates.errors import InferenceError
-from delegates.onnxrt import OrtSession
+from delegates._ort_session import OrtSession
 
 
 class BoundOrtSession(OrtSession):

@@ -27,7 +27,7 @@ import numpy as np
 
 from edgert._core import _validate
 from edgert._core._frame import Frame, current_frame
-from edgert._core._resolver import ResolverThread, quiet, resolve
+from edgert._core._resolver import Handed, ResolverThread, quiet, resolve
 from edgert._core._result import LATE, OK, Result, completed
 from edgert._core._stats import ModelStats
 from edgert._core._trace import TraceWriter
@@ -163,7 +163,7 @@ class Dispatcher:
             else:
                 self._schedule_locked(now, done, wake)
                 w = req.worker
-                inline = (w is not None and w.inline_ok and w.queue and w.queue[0] is req
+                inline = (w is not None and w.inline_ok and bool(w.queue) and w.queue[0] is req
                           and len(w.running) < w.capacity)   # w.has_free_slot(), inline
                 if inline:
                     assert w is not None
@@ -197,8 +197,8 @@ class Dispatcher:
             rid, proc, _ = decisions[0]
             w = self._by_name.get(proc) if rid == req.id and proc is not None else None
             allowed = req.view.allowed   # _can_run, inline
-            if w is not None and w.inline_ok and self.estimator.expected_ms(req.model.name, proc) is not None \
-                    and (allowed is None or proc in allowed):
+            if w is not None and w.inline_ok and self.estimator.expected_ms(req.model.name, w.name) is not None \
+                    and (allowed is None or w.name in allowed):
                 del self._pending[rid]
                 req.worker = w
                 w.running.append(req)
@@ -457,7 +457,7 @@ class Dispatcher:
                 self._resolve(done)
         return None
 
-    def _resolve_and_decide(self, item: tuple[list[tuple[Request, Result]], Worker | None]) -> None:
+    def _resolve_and_decide(self, item: Handed) -> None:
         """The resolver thread's work, while the worker that handed ``item`` runs its next request: resolve
         what it ended, then (a worker named) make the decision its completion left: with a backlog of at least
         :data:`AHEAD_PENDING`, the worker is shown to the policy as free, so that the request the policy

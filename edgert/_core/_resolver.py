@@ -2,8 +2,9 @@
 
 Whoever ends requests outside a worker's run resolves them on its own thread (:func:`resolve`). A
 worker's own thread hands what it ended to the :class:`ResolverThread` and starts its next run at
-once, when resolving cannot submit work (:func:`quiet`): the processor's idle gap between two runs
-is then the bookkeeping and the decision only (issue 28).
+once, when resolving cannot submit work (:func:`quiet`); with the list it names itself when its
+completion left a decision for that thread to make (the dispatcher's ``_resolve_and_decide``): the
+processor's idle gap between two runs is then the bookkeeping only (issue 28).
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from edgert._core._result import Result
     from edgert._core._trace import TraceWriter
-    from edgert._core._worker import Request
+    from edgert._core._worker import Request, Worker
 
 Ended = list[tuple["Request", "Result"]]
+#: What a worker hands the resolver thread: what it ended, and itself when a decision is left to make.
+Handed = tuple[Ended, "Worker | None"]
 
 bug_log = logging.getLogger("edgert.bug")
 
@@ -52,16 +55,16 @@ class ResolverThread:
     """One thread that resolves the lists of ended requests workers hand it, in order, until closed.
 
     Args:
-        resolve_fn: resolves one list (the dispatcher's, so it sees the runtime's trace).
+        resolve_fn: resolves one handed item (the dispatcher's, so it sees the runtime's trace).
     """
 
-    def __init__(self, resolve_fn: Callable[[Ended], None]) -> None:
+    def __init__(self, resolve_fn: Callable[[Handed], None]) -> None:
         self._resolve = resolve_fn
-        self._queue: queue.SimpleQueue[Ended | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Handed | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name="edgert-resolver", daemon=True)
         self._thread.start()
 
-    def hand(self, done: Ended) -> None:
+    def hand(self, done: Handed) -> None:
         """Queue ``done`` for resolution (under the runtime's lock: before :meth:`close`'s end mark, or not at all)."""
         self._queue.put(done)
 
@@ -85,4 +88,4 @@ class ResolverThread:
             try:
                 self._resolve(done)
             except Exception as exc:  # noqa: BLE001 - this thread must not die: a bug of ours, logged
-                bug_log.error("resolving %d request(s) raised", len(done), exc_info=exc)
+                bug_log.error("resolving %d request(s) raised", len(done[0]), exc_info=exc)

@@ -261,8 +261,9 @@ class EdgertPolicy:
             if out is not None:
                 return out
         est = view.estimator.expected_ms
-        if view.processors is self._idle[0]:   # the same all-idle snapshot as before: only the clock moved
-            names, _, is_cloud, free, *rest = self._idle[1]   # free is counted down within a decision: a copy
+        idle_procs, idle_table = self._idle
+        if view.processors is idle_procs and idle_table is not None:   # the same all-idle snapshot: only the clock moved
+            names, _, is_cloud, free, *rest = idle_table   # free is counted down within a decision: a copy
             procs = _new(Processors, (names, [now_ms] * len(names), is_cloud, free[:], *rest))
         else:
             procs = _processor_table(view.processors, now_ms)
