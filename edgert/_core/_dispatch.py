@@ -2,19 +2,19 @@
 
 :class:`Dispatcher` owns a request from admission to resolution. A request's walk, in one
 direction: ``Model.__call__`` / ``submit`` -> :meth:`Dispatcher._call` / ``_submit`` (admitted:
-``_new_locked``) -> the policy (``_schedule_locked``, its decision applied as
-:mod:`scheduler.contract` says) -> a worker's queue, run on the caller's thread or the worker's
-(``_run``) -> the delegate (``Worker.execute``) -> back here (its latency into the estimator,
-re-placed after an accelerator fault, or ended with exactly one terminal status:
-``_complete_locked``, ``_resolve``; on a worker's own thread the next run starts first and the
-resolver thread resolves, unless a completion callback could submit a cascade stage) -> the model's caller. It owns the state it works on —
-declared below and set by its own ``__init__`` — and the clock (:meth:`Dispatcher.now_ms`).
-:class:`edgert.Runtime` extends it with the public API and model loading.
+``_new_locked``; a sync call's lone request with every worker idle: ``_lone_locked``) -> the policy
+(``_schedule_locked``, its decision applied as :mod:`scheduler.contract` says) -> a worker's queue,
+run on the caller's thread or the worker's -> the delegate (``Worker.execute``) -> its end
+(:mod:`edgert._core._execution`: its latency into the estimator, re-placed after an accelerator fault,
+or ended with exactly one terminal status: ``_complete_locked``, ``_resolve``; on a worker's own thread
+the next run starts first and the resolver thread resolves, unless a completion callback could submit
+a cascade stage) -> the model's caller. It owns the state it works on — declared below and set by its
+own ``__init__`` — and the clock (:meth:`Dispatcher.now_ms`). :class:`edgert.Runtime` extends it with
+the public API and model loading.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import threading
 import time
@@ -27,8 +27,9 @@ import numpy as np
 
 from edgert._core import _validate
 from edgert._core._frame import Frame, current_frame
-from edgert._core._resolver import Handed, ResolverThread, quiet, resolve
-from edgert._core._result import LATE, OK, Result, completed
+from edgert._core._execution import Execution, bug_log
+from edgert._core._resolver import ResolverThread, resolve
+from edgert._core._result import Result
 from edgert._core._stats import ModelStats
 from edgert._core._trace import TraceWriter
 from edgert._core._worker import Request, Worker
@@ -43,10 +44,6 @@ if TYPE_CHECKING:
 _clock = time.perf_counter
 _new = tuple.__new__   # a NamedTuple from a ready tuple, without the keyword-handling constructor
 
-#: Where a bug of ours (or of a user's policy) is logged, at ERROR with its traceback: the request it
-#: hit ends ``failed`` with the bug chained, and the runtime keeps serving. tests/conftest.py fails a
-#: test that logs here.
-bug_log = logging.getLogger("edgert.bug")
 
 #: A decision that breaks the driver contract drops the request it names (the simulator raises instead):
 #: the app keeps running and every request still ends once. See scheduler.contract.
@@ -55,17 +52,11 @@ ON_BROKEN = OnBroken.DROP
 #: the naps it takes meanwhile (s): each releases the GIL and the core; see ``Runtime._submit``.
 HANDOFF_WAIT_MS = 1.0
 HANDOFF_NAP_S = 1e-5
-#: With at least this many requests pending (a burst, deeper than a frame's cascades), a busy worker is
-#: shown to the policy as free while it runs, so its next request is queued ahead (see ``_resolve_and_decide``).
-#: The simulator does not: its decisions take no virtual time, so there is no gap between runs to hide.
-AHEAD_PENDING = 16
-#: After a runtime fault, an accelerator is kept out of placement this long before it is tried again (ms).
-REPROBE_MS = 2_000.0
 #: Finished requests kept for ``records()`` / timelines.
 RECORDS_KEPT = 200_000
 
 
-class Dispatcher:
+class Dispatcher(Execution):
     """Applies the policy's decisions to the workers and ends every request once (see the module doc).
 
     Args:
@@ -298,15 +289,15 @@ class Dispatcher:
 
     # -- scheduling ------------------------------------------------------------------------
     def _schedule_locked(self, now: float, done: list[tuple[Request, Result]],
-                         wake: list[Worker] | None = None, ahead: Worker | None = None) -> None:
+                         wake: list[Worker] | None = None, ahead: tuple[Worker, ...] = ()) -> None:
         """Ask the policy about every pending request and apply its answer (:meth:`_apply_locked`).
-        ``ahead``: a busy worker shown to the policy as free, to queue its next request ahead."""
+        ``ahead``: busy workers shown to the policy as free, to queue their next requests ahead."""
         if not self._pending:
             return
         exp = self.estimator.expected_ms
         for w in self._workers:
             if w.running or w.queue or now < w.unhealthy_until_ms:
-                procs = tuple([w.idle_view if w is ahead or not (w.running or w.queue) and now >= w.unhealthy_until_ms
+                procs = tuple([w.idle_view if w in ahead or not (w.running or w.queue) and now >= w.unhealthy_until_ms
                                else self._view(w, now, exp) for w in self._workers])
                 break
         else:   # all idle (a sync caller's usual case): one tuple, so the policy may reuse what it derived from it
@@ -387,136 +378,6 @@ class Dispatcher:
                 continue
             del self._pending[req.id]
             self._drop_locked(req, reason, now, done)
-
-    # -- execution -------------------------------------------------------------------------
-    def _loop(self, w: Worker) -> None:
-        req: Request | None = None
-        while True:
-            if req is None:
-                with w.cond:
-                    while not (w.queue and w.has_free_slot()):
-                        if self._stopping:
-                            return
-                        w.cond.wait()
-                    req = w.start_next(self.now_ms())
-            req = self._run(w, req, chain=True)
-
-    def _run(self, w: Worker, req: Request, chain: bool = False) -> Request | None:
-        """Run ``req`` on ``w`` and end it (or re-place it). With ``chain`` (a worker's own thread), when
-        resolving what ended cannot submit work (no completion callbacks), the completion's decision
-        comes first and the request it starts here is returned, already running, for this thread to
-        run next, while the resolver thread resolves the ended one: the processor's idle gap between
-        two runs is then the bookkeeping and the decision only (issue 28)."""
-        outs: list[np.ndarray] | None = None
-        err: EdgeRTError | None = None
-        delegate = ""
-        try:
-            outs, delegate = w.execute(req)
-        except EdgeRTError as exc:
-            err = exc
-        except Exception as exc:  # noqa: BLE001 - not a backend error (sessions map those): a bug, logged
-            bug_log.error("%s raised running %r (request %d)", w.name, req.model.name, req.id, exc_info=exc)
-            err = EdgeRTError(f"{w.name} raised {exc!r} running {req.model.name!r} (a bug: see the edgert.bug log)")
-            err.__cause__ = exc
-        done: list[tuple[Request, Result]] = []
-        with self._lock:
-            end = (_clock() - self._t0) * 1e3   # now_ms(), inline
-            w.running.remove(req)
-            if w.queue:
-                w.cond.notify()
-            if err is None:
-                self._observe(req.model.name, w, end - req.start_ms)
-                status = OK if end <= req.deadline_ms else LATE
-                outputs = dict(zip(req.model.output_names, outs))  # type: ignore[arg-type]  # set when err is None
-                res = completed(outputs, status, w.name, delegate, end - req.arrival_ms, req.start_ms - req.arrival_ms,
-                                req.model.name, req.id, req.deadline_ms, req.arrival_ms, req.frame, req.trace_id)
-                self._complete_locked(req, res, w.name, end, done)
-            elif not self._replace_locked(w, req, end):
-                self._fail_locked(req, err, end, done)
-            if chain and self._resolver is not None and all(quiet(r) for r, _ in done):
-                queued = bool(w.queue)   # given ahead: it starts now, and the decision waits for the resolver
-                if self._pending and not queued:
-                    self._schedule_locked(self.now_ms(), done)
-                nxt = w.start_next(self.now_ms()) if w.queue and w.has_free_slot() else None
-                decide = queued and bool(self._pending) or (
-                    nxt is not None and w.capacity == 1 and len(self._pending) >= AHEAD_PENDING)
-                if done or decide:
-                    self._resolver.hand((done, w if decide else None))   # under the lock: before _stop_resolver's end mark
-                return nxt
-        # Resolve first: completion callbacks submit the next cascade stages, which must be
-        # pending when the freed processor is next decided on (else older work takes it).
-        if len(done) == 1 and req.future is None and self._trace is None and done[0][0] is req:
-            req.result = done[0][1]   # a sync caller's inline request: what resolve() does for it, without the call
-        else:
-            self._resolve(done)
-        if self._pending:  # unlocked peek is safe: whoever adds to pending decides itself
-            done = []
-            with self._lock:
-                self._schedule_locked(self.now_ms(), done)
-            if done:
-                self._resolve(done)
-        return None
-
-    def _resolve_and_decide(self, item: Handed) -> None:
-        """The resolver thread's work, while the worker that handed ``item`` runs its next request: resolve
-        what it ended, then (a worker named) make the decision its completion left: with a backlog of at least
-        :data:`AHEAD_PENDING`, the worker is shown to the policy as free, so that the request the policy
-        would start on it is queued ahead and its next completion starts that one with no decision between
-        the two runs (issue 28: a burst's decision over hundreds pending took 60-80 µs between 1.3 ms runs)."""
-        done, w = item
-        if done:
-            self._resolve(done)
-        if w is None:
-            return
-        done = []
-        with self._lock:
-            now = self.now_ms()
-            ahead = w if (w.running and not w.queue and len(self._pending) >= AHEAD_PENDING
-                          and w.capacity == 1 and now >= w.unhealthy_until_ms) else None
-            self._schedule_locked(now, done, ahead=ahead)
-        if done:
-            self._resolve(done)
-
-    def _stop_resolver(self) -> None:
-        """After the workers stopped: resolve what they handed over, then end the resolver thread."""
-        with self._lock:   # a worker stuck past close's join resolves its own requests from now on
-            resolver, self._resolver = self._resolver, None
-            if resolver is not None:
-                resolver.close()
-        if resolver is not None:
-            resolver.join()
-
-    def _observe(self, model: str, w: Worker, ms: float) -> None:
-        """Fold a measured run (ms) into ``w``'s estimate and give its peers (the same processor) that
-        one value: a single moving average over all their runs."""
-        est = self.estimator
-        if self._unmeasured and (model, w.name) in self._unmeasured:
-            for proc in w.peers:   # learnt without a seed: the first measurement is the prior
-                self._unmeasured.discard((model, proc))
-                if est.expected_ms(model, proc) is not None:
-                    est.seed(model, proc, ms)
-            return
-        new = est.update(model, w.name, ms)
-        if len(w.peers) > 1:
-            for proc in w.peers:
-                if proc != w.name:
-                    est.reset(model, proc, new)   # a pair the peer does not know stays unknown
-
-    def _replace_locked(self, w: Worker, req: Request, now: float) -> bool:
-        """After a fault on an accelerator, mark it unhealthy and re-place the request if time allows."""
-        if w.kind == "cpu" or req.attempts >= 2 or now >= req.deadline_ms:
-            return False
-        if not any(o is not w and self._can_run(o, req) for o in self._workers):
-            return False
-        w.unhealthy_until_ms = now + REPROBE_MS
-        req.attempts += 1
-        req.worker = None
-        self._pending[req.id] = req
-        while w.queue:   # given to it ahead: decided again, elsewhere
-            queued = w.queue.popleft()
-            queued.worker = None
-            self._pending[queued.id] = queued
-        return True
 
     # -- terminal states -------------------------------------------------------------------
     def _complete_locked(self, req: Request, res: Result, proc: str, end: float,

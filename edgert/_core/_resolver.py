@@ -13,7 +13,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from edgert._core._result import Result
@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from edgert._core._worker import Request, Worker
 
 Ended = list[tuple["Request", "Result"]]
-#: What a worker hands the resolver thread: what it ended, and itself when a decision is left to make.
-Handed = tuple[Ended, "Worker | None"]
+#: What a worker hands the resolver thread: what it ended; itself when a decision is left to make; and a
+#: request that ran whose bookkeeping it left, with its outputs, delegate and end (ms), or None.
+Handed = tuple[Ended, "Worker | None", "tuple[Request, list[Any], str, float] | None"]
 
 bug_log = logging.getLogger("edgert.bug")
 
@@ -88,4 +89,4 @@ class ResolverThread:
             try:
                 self._resolve(done)
             except Exception as exc:  # noqa: BLE001 - this thread must not die: a bug of ours, logged
-                bug_log.error("resolving %d request(s) raised", len(done[0]), exc_info=exc)
+                bug_log.error("resolving %d request(s) raised", len(done[0]) + (done[2] is not None), exc_info=exc)

@@ -14,7 +14,8 @@ from collections import deque
 import pytest
 
 import edgert
-from edgert._core._dispatch import REPROBE_MS, Dispatcher
+from edgert._core._dispatch import Dispatcher
+from edgert._core._execution import AHEAD_PENDING, REPROBE_MS
 from edgert._core._model import LoadedModel
 from edgert._core._stats import ModelStats
 from edgert._core._worker import Request, Worker
@@ -203,7 +204,6 @@ class RecordsViews:
 
 
 def _backlog(n: int) -> tuple[Dispatcher, Worker, RecordsViews]:
-    from edgert._core import _dispatch
     pol = RecordsViews()
     d = Dispatcher(pol, LatencyEstimator(seed={"m": {"cpu0": 5.0}}))
     d._workers = [Worker("cpu0", "cpu", [], d._lock, 1)]
@@ -215,22 +215,20 @@ def _backlog(n: int) -> tuple[Dispatcher, Worker, RecordsViews]:
     for i in range(n):
         r = _request(i, "m", deadline_ms=math.inf)
         d._pending[i] = r
-    assert _dispatch.AHEAD_PENDING > 1
+    assert AHEAD_PENDING > 1
     return d, w, pol
 
 
 def test_with_a_burst_pending_a_running_worker_gets_its_next_request_queued_ahead() -> None:
-    from edgert._core._dispatch import AHEAD_PENDING
     d, w, pol = _backlog(AHEAD_PENDING)
-    d._resolve_and_decide(([], w))
+    d._resolve_and_decide(([], w, None))
     assert pol.views[-1].processors[0].busy_until_ms == 0.0   # shown free while it runs
     assert [r.id for r in w.queue] == [0] and w.queue[0].worker is w and 0 not in d._pending
 
 
 def test_below_a_burst_a_running_worker_is_shown_busy_and_nothing_is_queued_ahead() -> None:
-    from edgert._core._dispatch import AHEAD_PENDING
     d, w, pol = _backlog(AHEAD_PENDING - 1)
-    d._resolve_and_decide(([], w))
+    d._resolve_and_decide(([], w, None))
     assert pol.views[-1].processors[0].busy_until_ms > 0.0 and not w.queue
 
 
