@@ -66,10 +66,19 @@ def models() -> dict[str, tuple[bytes, np.ndarray]]:
             "cnn64": (cnn_at(64), rng.standard_normal((1, 64, 64, 3)).astype(np.float32))}
 
 
-def queue_part(n_by_model: dict[str, int], rounds: int) -> list[list[str]]:
+def onnx_case(spec: str) -> tuple[str, bytes, np.ndarray, int]:
+    """``NAME=PATH:1x3x48x192:N`` (``--onnx``): a model file, its input shape (random float32 input) and N."""
+    name, rest = spec.split("=", 1)
+    path, shape, n = rest.rsplit(":", 2)
+    x = np.random.default_rng(0).standard_normal(tuple(int(d) for d in shape.split("x"))).astype(np.float32)
+    return name, Path(path).read_bytes(), x, int(n)
+
+
+def queue_part(n_by_model: dict[str, int], rounds: int,
+               extra: dict[str, tuple[bytes, np.ndarray]] | None = None) -> list[list[str]]:
     """Direct one at a time vs edgert (sync one at a time; at once on 1, 2 workers and auto): ms per request."""
     rows = []
-    for name, (data, x) in models().items():
+    for name, (data, x) in {**models(), **(extra or {})}.items():
         n = n_by_model[name]
         sess = _session(data)
         feed = sess.get_inputs()[0].name
@@ -313,13 +322,19 @@ def main() -> int:
     ap.add_argument("--small-requests", type=int, default=400, help="N of the ~2 ms model")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--markdown", metavar="OUT.md")
+    ap.add_argument("--onnx", action="append", default=[], metavar="NAME=PATH:SHAPE:N",
+                    help="a held-out ONNX model for the queue part, e.g. "
+                         "cls=ch_ppocr_mobile_v2.0_cls_infer.onnx:1x3x48x192:300 (repeatable)")
     args = ap.parse_args()
+    extra = {name: (data, x, n) for name, data, x, n in map(onnx_case, args.onnx)}
     host = host_line()
     print(host)
     docs = []
     for part in args.parts:
         if part == "queue":
-            rows = queue_part({f"cnn{DET_HW}": args.requests, "cnn64": args.small_requests}, args.rounds)
+            rows = queue_part({f"cnn{DET_HW}": args.requests, "cnn64": args.small_requests,
+                               **{k: v[2] for k, v in extra.items()}}, args.rounds,
+                              {k: (v[0], v[1]) for k, v in extra.items()})
         elif part == "admission":
             rows = admission_part(60, args.rounds)
         elif part == "options":

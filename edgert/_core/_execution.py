@@ -152,8 +152,11 @@ class Execution:
         done = []
         with self._lock:
             now = self.now_ms()
+            burst = len(self._pending) >= AHEAD_PENDING
             ahead = tuple([v for v in self._workers if v.running and not v.queue and v.capacity == 1
-                           and now >= v.unhealthy_until_ms]) if len(self._pending) >= AHEAD_PENDING else ()
+                           and now >= v.unhealthy_until_ms]) if burst else ()
+            if burst and not ahead and all(v.queue or not v.has_free_slot() for v in self._workers):
+                return   # every worker runs with its next queued: nothing could start; the next completion decides
             self._schedule_locked(now, done, ahead=ahead)
         if done:
             self._resolve(done)
