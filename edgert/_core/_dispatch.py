@@ -178,9 +178,8 @@ class Dispatcher(Execution):
         return True
 
     def _lone_locked(self, req: Request, now: float, done: list[tuple[Request, Result]], wake: list[Worker]) -> bool:
-        """Decide on ``req``, the only request pending, with every worker idle; True when the policy placed it
-        on a worker a sync caller may run it on, which it now runs (started at ``now``), else the decision
-        applied as :meth:`_apply_locked` does. The sync call's path (issue 29: its added cost per request)."""
+        """Decide on ``req``, the only request pending, every worker idle: True when placed on a worker the sync
+        caller may run it on (started at ``now``), else the decision applied as :meth:`_apply_locked` does."""
         decisions = self._decide_locked(_new(SchedulerView, ((req.view,), self._idle_procs, self.estimator)), now, done)
         if decisions is None:
             return False
@@ -294,14 +293,12 @@ class Dispatcher(Execution):
         ``ahead``: busy workers shown to the policy as free, to queue their next requests ahead."""
         if not self._pending:
             return
-        exp = self.estimator.expected_ms
-        for w in self._workers:
-            if w.running or w.queue or now < w.unhealthy_until_ms:
-                procs = tuple([w.idle_view if w in ahead or not (w.running or w.queue) and now >= w.unhealthy_until_ms
-                               else self._view(w, now, exp) for w in self._workers])
-                break
-        else:   # all idle (a sync caller's usual case): one tuple, so the policy may reuse what it derived from it
+        if self._all_idle(now):   # a sync caller's usual case: one tuple, so the policy may reuse what it derived
             procs = self._idle_procs
+        else:
+            exp = self.estimator.expected_ms
+            procs = tuple([w.idle_view if w in ahead or not (w.running or w.queue) and now >= w.unhealthy_until_ms
+                           else self._view(w, now, exp) for w in self._workers])
         pending = self._pending
         views = tuple([r.view for r in pending.values()]) if len(pending) > 1 else (next(iter(pending.values())).view,)
         decisions = self._decide_locked(_new(SchedulerView, (views, procs, self.estimator)), now, done)

@@ -15,6 +15,10 @@ from scheduler.types import Assignment, LatencyModel, ProcessorView, RequestView
 
 _INF = float("inf")
 _new = tuple.__new__   # a NamedTuple from a ready tuple, without the keyword-handling constructor
+#: a free processor this many times slower than the fastest is taken only when it finishes sooner (no eft_slack)
+_SLOWER = 4.0
+#: how the reason of a request dropped on arrival because the work queued ahead leaves it no time begins
+BEHIND_REASON = "cannot meet its deadline behind the work queued ahead of it"
 
 
 class Processors(NamedTuple):

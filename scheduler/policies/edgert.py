@@ -143,8 +143,12 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from scheduler.policies._energy import EnergyTable, make_objective
+from scheduler.policies._late import late_choice, wait_choice
+from scheduler.policies._lone import best_effort, lone
 from scheduler.policies._overload import CLOUD, LOCAL, SHED, OverloadPlan
+from scheduler.policies._slots import BEHIND_REASON  # noqa: F401 - re-exported: benchmarks and tests count by it
 from scheduler.policies._slots import (
+    _SLOWER,
     Processors,
     Work,
     _idle_choice,
@@ -152,19 +156,13 @@ from scheduler.policies._slots import (
     _processor_table,
     _row,
     _slot_ready,
-    swap_slot,
-    take_older_slot,
 )
 from scheduler.estimator import EstimateAger, LatencyEstimator
 from scheduler.types import Assignment, LatencyModel, RequestView, SchedulerView
 
 _INF = float("inf")
-#: a free processor this many times slower than the fastest is taken only when it finishes sooner (no eft_slack)
-_SLOWER = 4.0
 #: how the reason of a request the overload plan sheds on arrival begins (benchmarks count them by it)
 SHED_REASON = "shed under overload"
-#: how the reason of a request dropped on arrival because the work queued ahead leaves it no time begins
-BEHIND_REASON = "cannot meet its deadline behind the work queued ahead of it"
 
 
 class EdgertPolicy:
@@ -344,11 +342,11 @@ class EdgertPolicy:
             elif local >= 0 and (fm := ready[local] + k_local * local_ms) <= target:
                 pick, finish = local, local_f             # in time after a wait: claim (or the cloud, or cheaper)
                 if cloud >= 0 and target - guard_ms < cloud_f + cloud_margin * cloud_ms <= target:
-                    pick, finish = self._wait_choice(model, row, (local, local_f, fm, cloud, cloud_f, cloud_ms),
+                    pick, finish = wait_choice(self, model, row, (local, local_f, fm, cloud, cloud_f, cloud_ms),
                                                      long_ms, procs, target, now_ms, green)
                 elif green is not None:   # a cheaper placement in time
                     pick, finish = green.choose(model, row, local, local_f, procs, target, now_ms)
-            elif c := self._late_choice(req, row, target, (local, local_f, cloud, cloud_f), procs, now_ms, work, new):
+            elif c := late_choice(self, req, row, target, (local, local_f, cloud, cloud_f), procs, now_ms, work, new):
                 pick, finish = c                          # no local processor makes it in time, even after a wait
             else:
                 continue                                  # swapped, superseded, dropped or left pending
@@ -361,135 +359,13 @@ class EdgertPolicy:
         return out
 
     def _best_effort(self, req: RequestView, view: SchedulerView, now_ms: float) -> list[Assignment] | None:
-        """A lone request without a deadline while every processor is idle and local: the fastest one that
-        runs it (the first of equals, as :meth:`_place`); None for the general path (a cloud, an unhealthy or
-        busy processor, a reserved one, or none that runs it).
-
-        It skips what only deadlines need: the plan's rate tracking never counts a request without a
-        deadline, and the ager's and the plan's time-gated checks run at the next decision, before anything
-        reads what they update. The placement is :meth:`_place`'s (``tests/scheduler/test_edgert_lone.py``).
-        """
-        processors = view.processors
-        if processors is not self._idle[0]:
-            for _, kind, b, q, _, available, _, _ in processors:
-                if b > 0.0 or q != 0.0 or not available or kind == "cloud":
-                    return None
-            self._idle = (processors, _processor_table(processors, now_ms))
-        estimator = view.estimator
-        est = estimator.ema_table().get if type(estimator) is LatencyEstimator else None
-        names = self._idle[1].names   # type: ignore[union-attr]  # set above
-        model, allowed = req[1], req[7]
-        best, best_ms = -1, _INF
-        for i, name in enumerate(names):   # _row's lookups, inline
-            ms = est((model, name)) if est is not None else estimator.expected_ms(model, name)
-            if ms is not None and ms < best_ms and (allowed is None or name in allowed):
-                best, best_ms = i, ms
-        if best < 0:
-            return None
-        held = self.plan.reserved.get(names[best]) if self.use_plan else None
-        if held is not None and held[0] != model:
-            return None   # another stream reserved it: _idle_choice may leave it to that one
-        return [_new(Assignment, (req[0], names[best], ""))]
+        """:func:`scheduler.policies._lone.best_effort` (a method, so a test double can switch it off)."""
+        return best_effort(self, req, view, now_ms)
 
     def _lone(self, req: RequestView, procs: Processors, estimator: LatencyModel,
               now_ms: float) -> list[Assignment] | None:
-        """The decision on one pending request with no plan in force, no energy objective and no cloud, when
-        it is placed in time (free now, or a claim after a wait); None for the general path (:meth:`_place`).
-
-        The same answer and the same state change as :meth:`_place` on that snapshot, at a third of its cost
-        (a sync caller's every request comes here: issue 29); ``tests/scheduler/test_edgert_lone.py`` pins
-        the two together over random snapshots.
-        """
-        names, ready, is_cloud = procs[0], procs[1], procs[2]
-        if True in is_cloud:
-            return None
-        fates = self.plan.fates if self.use_plan else None
-        seen = -1 if fates is None else fates.get(req[0], -1)   # the fate fixed when it was first seen
-        if seen == SHED:
-            return None
-        model, deadline, allowed = req[1], req[3], req[7]
-        lookup = estimator.ema_table().get if type(estimator) is LatencyEstimator else None
-        row = _row(lookup, estimator, model, names)
-        if allowed is not None:
-            row = [(i, ms) for i, ms in row if names[i] in allowed]
-        if not row:
-            return None   # unsupported: _place says why
-        if deadline == _INF and min(ready) > now_ms:
-            out: list[Assignment] = []   # best-effort work waits for a free processor (as _place)
-            if fates is not None and seen < 0:
-                self.plan.fate(req)
-            return out
-        target, k_local = deadline - req[6], self.k_local
-        local, local_f, idle, idle_f = -1, _INF, -1, _INF
-        for i, ms in row:
-            f = (start := ready[i]) + ms
-            if f < local_f:
-                local, local_f = i, f
-            if start <= now_ms and f < idle_f and start + k_local * ms <= target:
-                idle, idle_f = i, f
-        local_ms = local_f - ready[local]
-        reserved = self.plan.reserved if self.use_plan else None
-        if idle >= 0 and (local == idle or ready[local] + k_local * local_ms > target
-                          or local_f + (self.eft_slack * local_ms if idle_f - ready[idle] < _SLOWER * local_ms
-                                        else 0.0) >= idle_f):
-            if reserved and (held := reserved.get(names[idle])) is not None and held[0] != model \
-                    and target - now_ms > 2.0 * held[1]:
-                return None   # leave it to the tighter stream that reserved it (_idle_choice)
-            out = [_new(Assignment, (req[0], names[idle], ""))]
-        elif ready[local] + k_local * local_ms <= target:
-            out = []   # in time after a wait: it stays pending with its claim
-        else:
-            return None   # late everywhere: swap, cloud, supersede or drop (_late_choice)
-        if fates is not None and seen < 0:
-            self.plan.fate(req)   # counted as _place counts a request first seen (no plan in force: LOCAL)
-        return out
-
-    def _wait_choice(self, model: str, row: list[tuple[int, float]], finishes: tuple[int, float, float, int, float,
-                     float], long_ms: float, procs: Processors, target: float, now_ms: float,
-                     green: Any) -> tuple[int, float]:
-        """A request that makes ``target`` on ``local`` only after a wait: the cloud when its last safe
-        moment is now and the claim is fragile (its wait >= its slack) or long; else, with an energy
-        objective, a cheaper placement in time; else ``local``."""
-        local, local_f, fm, cloud, cloud_f, cloud_ms = finishes
-        ready = procs[1]
-        if cloud >= 0 and target - self.guard_ms < cloud_f + self.cloud_margin * cloud_ms <= target and (
-                ready[local] - now_ms >= target - fm or local_f - ready[local] > long_ms):
-            return cloud, cloud_f
-        if green is not None:
-            return green.choose(model, row, local, local_f, procs, target, now_ms)
-        return local, local_f
-
-    def _late_choice(self, req: RequestView, row: list[tuple[int, float]], target: float,
-                     earliest: tuple[int, float, int, float], procs: Processors, now_ms: float,
-                     work: Work, new: bool = False) -> tuple[int, float] | None:
-        """For a request no local processor serves by its effective deadline ``target``, even after a wait:
-        ``(processor, finish)`` to claim, or None when it was settled here or stays pending.
-
-        In order: take a more urgent request's local slot when that one fits elsewhere (:func:`swap_slot`);
-        the cloud when it makes ``target``; the earliest finish when it makes the request's own deadline
-        (not its cascade's); the slot of an older frame of its stream (supersede); a drop when even a
-        processor to itself would finish it late; a drop on arrival (``new``: first seen now) when the work
-        queued ahead of it leaves no processor that finishes it by its deadline; else it stays pending,
-        claiming nothing.
-        ``earliest``: ``(local, local_f, cloud, cloud_f)``, the earliest local and cloud finishes (index -1: none).
-        """
-        local, local_f, cloud, cloud_f = earliest
-        if local >= 0 and swap_slot(req, row, target, work, procs, k_local=self.k_local, now_ms=now_ms):
-            return None                               # took a slot whose holder moves elsewhere in time
-        if cloud_f <= target:
-            return cloud, cloud_f
-        deadline = req.deadline_ms
-        if local_f <= deadline or cloud_f <= deadline:
-            return (local, local_f) if local_f <= cloud_f else (cloud, cloud_f)
-        if work.placed is not None and take_older_slot(req, work.placed, work.out, procs.names, deadline, work.last):
-            return None
-        own = min(work.base[i] + ms for i, ms in row)
-        if own > deadline:
-            work.out.append(Assignment.drop(req.id, _late(own, deadline)))
-            self.refused.add(req.model)   # refused on its estimate: it may age (see decide)
-        elif new:
-            work.out.append(Assignment.drop(req.id, _behind(min(local_f, cloud_f), deadline)))
-        return None
+        """:func:`scheduler.policies._lone.lone` (a method, so a test double can switch it off)."""
+        return lone(self, req, procs, estimator, now_ms)
 
 
 def _urgency(r: RequestView) -> float:
@@ -518,13 +394,3 @@ def _unsupported(req: RequestView) -> str:
 def _shed(model: str, utilization: float) -> str:
     return (f"{SHED_REASON}: the device can run at most {1 / utilization:.0%} of the current work "
             f"in time, so a share of {model!r}, the costliest per request, is dropped on arrival")
-
-
-def _behind(finish_ms: float, deadline_ms: float) -> str:
-    return (f"{BEHIND_REASON}: earliest expected finish {finish_ms:.2f} ms > deadline {deadline_ms:.2f} ms "
-            "on every processor that can run it, so it is dropped on arrival")
-
-
-def _late(finish_ms: float, deadline_ms: float) -> str:
-    return (f"cannot meet its deadline: earliest expected finish {finish_ms:.2f} ms "
-            f"> deadline {deadline_ms:.2f} ms")

@@ -193,7 +193,7 @@ def test_random_snapshots_name_each_request_once_and_do_swap(monkeypatch):
     # no request may be named twice or placed where its model cannot run, and swaps must actually happen
     import random
 
-    import scheduler.policies.edgert as edgert_module
+    import scheduler.policies._late as edgert_module   # where the late placement calls swap_slot
 
     swaps = []
     real = edgert_module.swap_slot
