@@ -104,7 +104,7 @@ def steps(scheduler: str | None, calls: int) -> None:
             session = type(w.sessions["tiny"][1])
             for cls, name, label in ((type(m._m), "feeds", "input validation (LoadedModel.feeds)"),
                                      (_dispatch.Dispatcher, "_new_locked", "admission (_new_locked)"),
-                                     (_dispatch.Dispatcher, "_schedule_locked", "decision (_schedule_locked)"),
+                                     (_dispatch.Dispatcher, "_lone_locked", "decision (_lone_locked: one request, idle workers)"),
                                      (type(rt._policy), "decide", "  of which the policy's decide"),
                                      (_dispatch.Dispatcher, "_run", "run and completion (_run)"),
                                      (session, "run", "  of which the delegate's run (ORT inside)"),

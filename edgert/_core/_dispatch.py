@@ -33,7 +33,7 @@ from edgert._core._result import Result
 from edgert._core._stats import ModelStats
 from edgert._core._trace import TraceWriter
 from edgert._core._worker import Request, Worker
-from edgert.errors import ConfigError, EdgeRTError, did_you_mean
+from edgert.errors import EdgeRTError
 from scheduler.contract import OnBroken, broken, dropped_by, left_unplaced, misplaced
 from scheduler.estimator import LatencyEstimator
 from scheduler.types import Assignment, Policy, ProcessorView, RequestView, SchedulerView
@@ -131,18 +131,10 @@ class Dispatcher(Execution):
                 t.start()
 
     # -- admission (hot path): a request from its call to its placement -------------------
-    def _check_then(self, m: LoadedModel) -> None:
-        """At a model's first request, every name in its ``then=`` must be a loaded model."""
-        for n in m.then:
-            if n not in self._models:
-                err = did_you_mean("model", n, self._models)
-                raise ConfigError(f"then= of model {m.name!r}: {err} (load it before submitting)")
-        self._then_ok.add(m.name)
-
     def _call(self, m: LoadedModel, inputs: Any) -> Result:
         feeds = m.feeds(inputs)
         if m.name not in self._then_ok:
-            self._check_then(m)
+            self._then_ok.add(_validate.then(m.name, m.then, self._models))
         done: list[tuple[Request, Result]] = []
         wake: list[Worker] = []
         with self._lock:
@@ -180,8 +172,10 @@ class Dispatcher(Execution):
     def _lone_locked(self, req: Request, now: float, done: list[tuple[Request, Result]], wake: list[Worker]) -> bool:
         """Decide on ``req``, the only request pending, every worker idle: True when placed on a worker the sync
         caller may run it on (started at ``now``), else the decision applied as :meth:`_apply_locked` does."""
-        decisions = self._decide_locked(_new(SchedulerView, ((req.view,), self._idle_procs, self.estimator)), now, done)
-        if decisions is None:
+        try:   # _decide_locked, inline (a call per sync request)
+            decisions = self._policy.decide(_new(SchedulerView, ((req.view,), self._idle_procs, self.estimator)), now)
+        except Exception as exc:  # noqa: BLE001 - a policy bug must not lose requests; it is logged
+            self._policy_raised_locked(exc, now, done)
             return False
         if len(decisions) == 1:
             rid, proc, _ = decisions[0]
@@ -200,7 +194,7 @@ class Dispatcher(Execution):
     def _submit(self, m: LoadedModel, feeds: list[np.ndarray], after: Any) -> Future[Result]:
         parent = _validate.after(after)
         if m.name not in self._then_ok:
-            self._check_then(m)
+            self._then_ok.add(_validate.then(m.name, m.then, self._models))
         done: list[tuple[Request, Result]] = []
         with self._lock:
             now = self.now_ms()
@@ -310,14 +304,17 @@ class Dispatcher(Execution):
         try:
             return self._policy.decide(view, now)
         except Exception as exc:  # noqa: BLE001 - a policy bug must not lose requests; it is logged
-            bug_log.error("scheduler %r raised deciding %d request(s)", self.scheduler, len(self._pending),
-                          exc_info=exc)
-            err = EdgeRTError(f"scheduler {self.scheduler!r} raised {exc!r} (a bug: see the edgert.bug log)")
-            err.__cause__ = exc
-            for stranded in list(self._pending.values()):
-                self._fail_locked(stranded, err, now, done)
-            self._pending.clear()
+            self._policy_raised_locked(exc, now, done)
             return None
+
+    def _policy_raised_locked(self, exc: Exception, now: float, done: list[tuple[Request, Result]]) -> None:
+        """The policy raised ``exc`` deciding: it is logged as a bug, and every pending request fails with it."""
+        bug_log.error("scheduler %r raised deciding %d request(s)", self.scheduler, len(self._pending), exc_info=exc)
+        err = EdgeRTError(f"scheduler {self.scheduler!r} raised {exc!r} (a bug: see the edgert.bug log)")
+        err.__cause__ = exc
+        for stranded in list(self._pending.values()):
+            self._fail_locked(stranded, err, now, done)
+        self._pending.clear()
 
     def _apply_locked(self, decisions: list[Assignment], now: float, done: list[tuple[Request, Result]],
                       wake: list[Worker] | None) -> None:

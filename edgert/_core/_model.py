@@ -198,8 +198,8 @@ class Model:
 
     def __call__(self, inputs: Any) -> dict[str, np.ndarray]:
         """Run synchronously; returns outputs (ok or late) or raises RequestDropped / InferenceError."""
-        res = self._rt._call(self._m, inputs)
-        return unwrap(res)
+        outputs = (res := self._rt._call(self._m, inputs)).outputs
+        return outputs if outputs is not None else unwrap(res)
 
     def submit(self, inputs: Any, after: Result | Future[Result] | None = None) -> Future[Result]:
         """Queue a request; the Future always resolves to a :class:`Result` (never raises).

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from edgert._core._result import Result
-from edgert.errors import ConfigError
+from edgert.errors import ConfigError, did_you_mean
 
 #: Largest SLO accepted (ms): about 2.8 hours; anything above is a unit mix-up.
 MAX_SLO_MS = 1e7
@@ -63,6 +63,18 @@ def model_format(v: Any) -> str | None:
     if v not in (None, "onnx", "tflite"):
         raise ConfigError(f"format must be 'onnx', 'tflite' or None, got {show(v)}")
     return v
+
+
+def then(model: str, names: Sequence[str], loaded: Any) -> str:
+    """At ``model``'s first request, every name in its ``then=`` must be a loaded model; returns ``model``.
+
+    Raises:
+        ConfigError: one is not loaded (with the closest loaded name).
+    """
+    for n in names:
+        if n not in loaded:
+            raise ConfigError(f"then= of model {model!r}: {did_you_mean('model', n, loaded)} (load it before submitting)")
+    return model
 
 
 def after(v: Any) -> Result | None:

@@ -358,14 +358,10 @@ class EdgertPolicy:
                 out.append(_new(Assignment, (rid, names[pick], "")))   # Assignment(rid, name) without its keywords
         return out
 
-    def _best_effort(self, req: RequestView, view: SchedulerView, now_ms: float) -> list[Assignment] | None:
-        """:func:`scheduler.policies._lone.best_effort` (a method, so a test double can switch it off)."""
-        return best_effort(self, req, view, now_ms)
-
-    def _lone(self, req: RequestView, procs: Processors, estimator: LatencyModel,
-              now_ms: float) -> list[Assignment] | None:
-        """:func:`scheduler.policies._lone.lone` (a method, so a test double can switch it off)."""
-        return lone(self, req, procs, estimator, now_ms)
+    #: the lone-request shortcuts (:mod:`scheduler.policies._lone`), as methods so a test double can switch
+    #: them off, bound straight to the functions (a delegating method would cost a call on every sync request)
+    _best_effort = best_effort
+    _lone = lone
 
 
 def _urgency(r: RequestView) -> float:
