@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from delegates._batching import run_requests
 from delegates.base import TensorSpec
 from delegates.errors import InferenceError, ModelLoadError
 
@@ -262,26 +263,16 @@ def run_batched(run: Callable[[list[np.ndarray]], list[np.ndarray]],
     split back by each request's batch size. One request is passed through unchanged.
 
     Raises:
-        ValueError: the requests have different numbers of inputs, or an output's first dimension is not
-            the total batch (the model does not batch along axis 0).
+        ValueError: the requests have different numbers of inputs.
+        InferenceError: an output's first dimension is not the total batch (the model does not batch
+            along axis 0), or ``run`` failed.
     """
     if len(requests) == 1:
         return [run(list(requests[0]))]
     n_in = len(requests[0])
     if any(len(r) != n_in for r in requests):
         raise ValueError("run_batched: every request needs the same inputs")
-    sizes = [int(np.shape(r[0])[0]) for r in requests]
-    outs = run([np.concatenate([r[i] for r in requests], axis=0) for i in range(n_in)])
-    total = sum(sizes)
-    cuts = np.cumsum(sizes)[:-1]
-    split: list[list[np.ndarray]] = [[] for _ in requests]
-    for o in outs:
-        if np.shape(o)[:1] != (total,):
-            raise ValueError(f"run_batched: an output of shape {np.shape(o)} does not batch along axis 0 "
-                             f"({total} requests)")
-        for k, part in enumerate(np.split(o, cuts, axis=0)):
-            split[k].append(part)
-    return split
+    return run_requests(run, requests, "run_batched")
 
 
 def choose_instances(throughput: Mapping[int, float], gain: float = 1.05) -> int:

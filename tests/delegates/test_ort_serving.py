@@ -108,7 +108,7 @@ def test_run_batched_splits_back_what_one_by_one_gives() -> None:
     assert run_batched(run, reqs[:1])[0][0].shape == (1, 8)
     with pytest.raises(ValueError, match="same inputs"):
         run_batched(run, [[reqs[0][0]], [reqs[0][0], reqs[0][0]]])
-    with pytest.raises(ValueError, match="does not batch along axis 0"):
+    with pytest.raises(InferenceError, match="did not split back per request"):
         run_batched(lambda feeds: [np.zeros((1, 8))], reqs)
 
 

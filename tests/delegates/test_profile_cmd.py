@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pytest
 
 from delegates._probe_models import onnx_probe, tflite_probe
-from edgert.cli import _profile as cmd_profile
+from tests.delegates._profile_cli import profile_cli
 from edgert._profiling import seed_from_profile
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import CloudSpec, DeviceProfile, ProcessorSpec
 
 
-def _cli(*argv: str) -> int:
-    ap = argparse.ArgumentParser()
-    cmd_profile.register(ap.add_subparsers())
-    args = ap.parse_args(["profile", *argv])
-    return args.func(args)
+_cli = profile_cli
 
 
 @pytest.fixture()

@@ -7,7 +7,6 @@ the real command on this host says why it measured none.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -18,17 +17,14 @@ from delegates.onnxrt import CPU_EP, OrtDelegate
 from delegates.registry import get
 from edgert._profiling import instances_of, measure_instances, record_instances
 from edgert.cli import _profile as cmd_profile
+from tests.delegates._profile_cli import profile_cli
 from edgert.testing import genmodels
 from scheduler.profile import DeviceProfile, ProcessorSpec
 
 pytest.importorskip("onnxruntime")
 
 
-def _cli(*argv: str) -> int:
-    ap = argparse.ArgumentParser()
-    cmd_profile.register(ap.add_subparsers())
-    args = ap.parse_args(["profile", *argv])
-    return args.func(args)
+_cli = profile_cli
 
 
 @pytest.fixture()
