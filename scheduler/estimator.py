@@ -60,14 +60,23 @@ class LatencyEstimator:
 
     def update(self, model: str, processor: str, measured_ms: float) -> float:
         """Fold one measured latency (ms) into the moving average; return the new estimate."""
+        return self.update_shared(model, processor, (), measured_ms)
+
+    def update_shared(self, model: str, processor: str, peers: tuple[str, ...], measured_ms: float) -> float:
+        """:meth:`update` ``processor``'s estimate and give each of ``peers`` it already knows the same value
+        (processors that are one, seen as several slots: one moving average over all their runs); the new ms."""
         key = (model, processor)
-        old = self._ms.get(key)
+        table = self._ms
+        old = table.get(key)
         if old is None:
             self._prior[key] = new = measured_ms
             self.prior_version += 1
         else:
             new = old + self.alpha * (measured_ms - old)
-        self._ms[key] = new
+        table[key] = new
+        for peer in peers:
+            if peer != processor and (model, peer) in table:
+                table[(model, peer)] = new
         return new
 
     def ema_table(self) -> dict[tuple[str, str], float]:

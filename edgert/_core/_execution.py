@@ -190,11 +190,7 @@ class Execution:
                 if est.expected_ms(model, proc) is not None:
                     est.seed(model, proc, ms)
             return
-        new = est.update(model, w.name, ms)
-        if len(w.peers) > 1:
-            for proc in w.peers:
-                if proc != w.name:
-                    est.reset(model, proc, new)   # a pair the peer does not know stays unknown
+        est.update_shared(model, w.name, w.peers, ms)   # a pair a peer does not know stays unknown
 
     def _replace_locked(self, w: Worker, req: Request, now: float) -> bool:
         """After a fault on an accelerator, mark it unhealthy and re-place the request if time allows."""

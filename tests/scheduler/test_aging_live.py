@@ -23,10 +23,10 @@ class SlowOnceEstimatorDouble(LatencyEstimator):
         super().__init__(alpha)
         self.slow_ms: float | None = None
 
-    def update(self, model: str, processor: str, measured_ms: float) -> float:
+    def update_shared(self, model: str, processor: str, peers: tuple[str, ...], measured_ms: float) -> float:
         if self.slow_ms is not None:
             measured_ms, self.slow_ms = self.slow_ms, None
-        return super().update(model, processor, measured_ms)
+        return super().update_shared(model, processor, peers, measured_ms)
 
 
 def test_one_slow_run_no_longer_shuts_a_model_out_for_the_rest_of_the_run(model_dir):
