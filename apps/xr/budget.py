@@ -112,7 +112,8 @@ class Ledger:
         """Expected ms of the backlog that runs before a request due by ``deadline_ms`` (see the module doc)."""
         with self._lock:
             entries = list(self._open.values())   # submission order
-        ahead, later = 0.0, []
+        ahead = 0.0
+        later: list[float] = []   # the oldest requests due after it, at most ``workers``
         for cost, due in entries:
             if due <= deadline_ms:
                 ahead += cost
