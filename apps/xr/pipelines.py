@@ -31,6 +31,8 @@ from apps.xr.tracking import DetectAndTrack
 #: Frames in a row a stream may shed whole; the next one runs whatever its price, so that its tracking
 #: goes on (``tracking.MAX_UNSEEN``) and its models' estimates stay measured.
 MAX_SHED_STREAK = 3
+#: A rescued frame's deadline, in frame deadlines (see :meth:`Pipelines._admission`).
+RESCUE_DEADLINE_FACTOR = 2.0
 
 _SHARED: weakref.WeakKeyDictionary[edgert.Runtime, dict[str, edgert.Model]] = weakref.WeakKeyDictionary()
 
@@ -164,6 +166,8 @@ class Pipelines:
                 self._shed(run, why)
                 out.shed, out.stages = why, run.stages
                 return out
+            if rescue:
+                deadline_ms *= RESCUE_DEADLINE_FACTOR
         ctx = self.rt.frame(deadline_ms) if deadline_ms is not None else contextlib.nullcontext()
         with ctx as f:
             budget = FrameBudget(ledger, f.deadline_ms, lean=rescue) if ledger is not None and f is not None else None
@@ -188,14 +192,12 @@ class Pipelines:
         admitted; whether it is admitted as a rescue).
 
         Shed: its work would take the work admitted over the last frame span past the workers' capacity
-        while they are busy (``budget.over_capacity``), or the backlog due before it makes its chain (the
-        longest cascade plus the rest of its work spread over the workers) miss the deadline. Rescued
-        instead: the frame after ``MAX_SHED_STREAK`` shed in a row, or one whose chain alone is longer than
-        the frame (shedding could never help it): it runs lean (cheapest variants, no optional stage) with
-        its own deadline, the runtime deciding each request, so the stream keeps tracking. (A rescued
-        frame once had twice the deadline, so that a model the policy kept refusing on a stale estimate
-        was still measured; the policy now ages such estimates back itself, and the longer deadline only
-        held workers with late work: measured in issue 30's follow-up, BENCHMARKS.md.)"""
+        while they are busy (``budget.over_capacity``), or the backlog makes its chain (the longest cascade
+        plus the rest of its work spread over the workers) miss the deadline. Rescued instead: the frame
+        after ``MAX_SHED_STREAK`` shed in a row, or one whose chain alone is longer than the frame (shedding
+        could never help it): it runs lean (cheapest variants, no optional stage) with
+        ``RESCUE_DEADLINE_FACTOR`` times the deadline, so the stream keeps tracking and its models keep
+        being measured instead of the runtime dropping every request of it (it is not on time)."""
         parts = [t.required_ms(budget) for t in self._trackers()]
         if self.segmenter is not None:
             c = budget.cost_ms([segmentation.MODEL])
@@ -238,8 +240,8 @@ class Pipelines:
                 if t is not None}
 
     def elastic_counts(self) -> dict[str, Any]:
-        """What the frames' budgets decided: ``frames_shed`` (whole frames), ``frames_rescued`` (run lean
-        though over budget, see :meth:`_admission`), ``optional_skipped`` (optional
+        """What the frames' budgets decided: ``frames_shed`` (whole frames), ``frames_rescued`` (run lean with a
+        longer deadline, see :meth:`_admission`), ``optional_skipped`` (optional
         detector runs skipped, by reason) and ``variants`` (requests per model variant)."""
         skipped: Counter[str] = Counter()
         variants: Counter[str] = Counter()
