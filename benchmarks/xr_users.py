@@ -17,8 +17,10 @@ Per stream and cell:
 
 * ``on time %``: periods of the run that produced a frame finished within its period with its
   whole answer (edgert: no stage dropped, the frame not shed), out of ``seconds * fps``;
-* ``found``: instances found per processed frame (hands, faces, poses; 1 per mask); a frame edgert
-  sheds whole before running any of it is not processed (as a period a latest-frame loop skips);
+* ``found``: instances found per answered frame (hands, faces, poses; 1 per mask); a frame edgert
+  sheds whole, or one with a request the runtime dropped (it never ran), gave no answer and is not
+  counted (as a period a latest-frame loop skips: MediaPipe's frames are always answered), so the
+  column measures the answers' quality and ``on time`` their speed;
 * ``err %``: mean landmark error against MediaPipe's static-image answer for the same source frame,
   as a share of the frame's diagonal, over processed frames whose source index is a multiple of
   ``--sample-every`` (an instance the reference has and the answer misses is not in the mean; the
@@ -66,12 +68,14 @@ class Tally:
 
     frames: int = 0
     on_time: int = 0
-    shed: int = 0
+    shed: int = 0        # frames shed whole
+    unanswered: int = 0  # frames shed whole or with a request that never ran (dropped / failed)
     found: int = 0
     samples: list[tuple[int, list[np.ndarray]]] = field(default_factory=list)   # (source index, instances)
 
 
-Answer = tuple[bool, int, list[np.ndarray], bool]   # (complete, instances found, landmark arrays, shed whole)
+#: (complete, instances found, landmark arrays, shed whole, answered: nothing of it dropped or failed)
+Answer = tuple[bool, int, list[np.ndarray], bool, bool]
 
 
 def load_frames(directory: str | None) -> list[np.ndarray]:
@@ -111,13 +115,14 @@ def pace(answer: Callable[[int], Answer], fps: float, user: int, frames: int, se
             time.sleep(t - now)
         t1 = time.perf_counter()
         idx = source_index(t1 - start, user, frames)
-        complete, n, lms, shed = answer(idx)
+        complete, n, lms, shed, answered = answer(idx)
         ms = (time.perf_counter() - t1) * 1e3
         tally.frames += 1
         tally.shed += shed
-        tally.found += n
+        tally.unanswered += not answered
+        tally.found += n if answered else 0
         tally.on_time += complete and ms <= period * 1e3
-        if idx % sample_every == 0 and not shed:
+        if idx % sample_every == 0 and answered:
             tally.samples.append((idx, lms))
         k = max(k + 1, int((time.perf_counter() - start - phase_s) / period) + 1)
 
@@ -142,14 +147,14 @@ def run_cell(answers: list[tuple[str, float, int, Callable[[int], Answer]]], fra
 def _mp_answer(kind: str, res: object, h: int, w: int) -> Answer:
     if kind == "segmentation":
         ok = getattr(res, "segmentation_mask", None) is not None
-        return ok, int(ok), [], False
+        return ok, int(ok), [], False, True
     lists = {"hands": "multi_hand_landmarks", "face": "multi_face_landmarks"}
     if kind == "pose":
         lm = res.pose_landmarks  # type: ignore[attr-defined]
         found = [] if lm is None else [lm]
     else:
         found = getattr(res, lists[kind]) or []
-    return True, len(found), [mp_ref._pixels(x, h, w) for x in found], False
+    return True, len(found), [mp_ref._pixels(x, h, w) for x in found], False, True
 
 
 def mediapipe_answers(frames: list[np.ndarray], users: int) -> tuple[list, Callable[[], None]]:
@@ -188,10 +193,11 @@ def edgert_answers(rt: edgert.Runtime, frames: list[np.ndarray], users: int) -> 
             def answer(i: int, px: Pipelines = px, kind: str = name, ms: float = 1000.0 / fps) -> Answer:
                 r = px.process(frames[i], deadline_ms=ms)
                 complete = not r.shed and all(v.status in ("ok", "skipped") for v in r.stages.values())
+                answered = not r.shed and all(v.status in ("ok", "late", "skipped") for v in r.stages.values())
                 if kind == "segmentation":
-                    return complete, int(r.mask is not None), [], bool(r.shed)
+                    return complete, int(r.mask is not None), [], bool(r.shed), answered
                 inst = getattr(r, KIND[kind])
-                return complete, len(inst), [x.landmarks for x in inst], bool(r.shed)
+                return complete, len(inst), [x.landmarks for x in inst], bool(r.shed), answered
             out.append((_name(name, u, users), fps, u, answer))
     return out
 
@@ -233,8 +239,8 @@ def rows_of(system: str, users: int, hog: bool, tallies: dict[str, Tally], cores
         kind = name.split("#")[0]
         out.append({"system": system, "users": users, "hog": hog, "stream": name, "cores": cores,
                     "on_time_pct": 100.0 * t.on_time / (seconds * fps[kind]),
-                    "found": t.found / (t.frames - t.shed) if t.frames > t.shed else 0.0, "frames": t.frames,
-                    "shed": t.shed,
+                    "found": t.found / (t.frames - t.unanswered) if t.frames > t.unanswered else 0.0,
+                    "frames": t.frames, "shed": t.shed, "unanswered": t.unanswered,
                     "err_pct": 100.0 * landmark_error(t, kind, ref, diag)})
     return out
 
@@ -293,7 +299,7 @@ def main() -> int:
                 for r in rows[-len(args.systems) * 4 * users:]:
                     print(f"{'hog ' if hog else 'idle'} {users}x {r['system']:<9} {r['stream']:<15} "
                           f"on time {r['on_time_pct']:5.1f}%  found {r['found']:.2f}  err {r['err_pct']:.2f}%  "
-                          f"shed {r['shed']:3d}/{r['frames']:3d}  "
+                          f"shed {r['shed']:3d} no answer {r['unanswered']:3d}/{r['frames']:3d}  "
                           f"cores {r['cores']:.2f}", flush=True)
             if proc:
                 stop.set()

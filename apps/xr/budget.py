@@ -7,16 +7,21 @@ module prices in the app's pipeline layer, over the runtime's public figures
 (``rt.estimator.expected_ms``, ``rt.now_ms``, the frame's absolute deadline):
 
 * :class:`Ledger` (one per runtime, shared by every :class:`apps.xr.Pipelines` on it): the
-  expected ms of the requests submitted and not yet finished (the backlog), and the service ms
-  the runtime's workers spent on them over the last :data:`WINDOW_MS` (how busy the host is).
+  expected ms and deadline of each request submitted and not yet finished (the backlog), and the
+  service ms the runtime's workers spent on them over the last :data:`WINDOW_MS` (how busy the
+  host is).
 * :class:`FrameBudget` (one per ``Pipelines.process`` call with a deadline): whether a chain of
   stages fits what is left of the frame (``fits``), which variant of a model to run
   (``pick``: the most accurate that fits, else the cheapest), and whether an optional stage may
   run (``optional``: it must fit *and* leave the workers the room required work needs).
 
-The finish estimate of ``cost_ms`` submitted now is ``now + backlog / workers + cost_ms``: the
-work ahead of it spread over the workers, then its own critical path. It is an estimate, so a
-frame admitted may still finish late; the runtime's own policy still decides every request.
+The finish estimate of ``cost_ms`` submitted now with deadline ``d`` is
+``now + ahead / workers + cost_ms``, where ``ahead`` is the work that runs before it: the backlog
+due by ``d`` (the runtime's policy runs the earliest deadline first), plus, for work due later
+that may already hold a worker (a run is not preempted), :data:`BLOCKING_SHARE` of the
+``workers`` oldest such requests. Counting all the backlog shed short frames (a face mesh due in
+33 ms) behind long work due after them that they would in fact run ahead of. It is an estimate, so
+a frame admitted may still finish late; the runtime's own policy still decides every request.
 """
 
 from __future__ import annotations
@@ -45,6 +50,9 @@ SLACK = 0.9
 ADMIT_UTIL_MAX = 0.75
 #: Expected ms of a model not yet measured (before its first run on any worker).
 UNKNOWN_MS = 10.0
+#: Share of a request due later than a new one that counts as ahead of it, for the ``workers`` oldest such
+#: requests (those that may be running: a run is not preempted; on average half of it is left).
+BLOCKING_SHARE = 0.5
 
 _LEDGERS: weakref.WeakKeyDictionary[edgert.Runtime, Ledger] = weakref.WeakKeyDictionary()
 
@@ -55,11 +63,18 @@ class Ledger:
     def __init__(self, rt: edgert.Runtime) -> None:
         self.rt = rt
         self.workers = max(1, sum(p != "cloud" for p in rt.processors))
-        self.backlog_ms = 0.0
         self._lock = threading.Lock()
+        self._open: dict[int, tuple[float, float]] = {}   # submission no. -> (expected ms, absolute deadline)
+        self._seq = 0
         self._done: deque[tuple[float, float]] = deque()   # (end ms, service ms)
         self._admitted: deque[tuple[float, float]] = deque()   # (admission ms, expected work ms)
         self._offered: deque[tuple[float, float]] = deque()    # the same for every job priced, shed or not
+
+    @property
+    def backlog_ms(self) -> float:
+        """Expected ms of every request submitted and not yet finished."""
+        with self._lock:
+            return sum(c for c, _ in self._open.values())
 
     @staticmethod
     def of(rt: edgert.Runtime) -> Ledger:
@@ -75,20 +90,36 @@ class Ledger:
         vals = [v for p in self.rt.processors if (v := exp(model, p)) is not None]
         return min(vals) if vals else UNKNOWN_MS
 
-    def track(self, fut: Future[edgert.Result], model: str) -> None:
-        """Count ``fut``'s expected ms in the backlog until it finishes, then its service ms as recent work."""
+    def track(self, fut: Future[edgert.Result], model: str, deadline_ms: float = float("inf")) -> None:
+        """Count ``fut``'s expected ms (due by ``deadline_ms``, absolute) in the backlog until it finishes, then
+        its service ms as recent work."""
         cost = self.cost_ms(model)
         with self._lock:
-            self.backlog_ms += cost
+            self._seq += 1
+            key = self._seq
+            self._open[key] = (cost, deadline_ms)
 
         def finished(f: Future[edgert.Result]) -> None:
             res = f.result()
             now = self.rt.now_ms()
             service = max(0.0, res.latency_ms - res.queued_ms) if res.status in ("ok", "late") else 0.0
             with self._lock:
-                self.backlog_ms = max(0.0, self.backlog_ms - cost)
+                self._open.pop(key, None)
                 self._done.append((now, service))
         fut.add_done_callback(finished)
+
+    def ahead_ms(self, deadline_ms: float) -> float:
+        """Expected ms of the backlog that runs before a request due by ``deadline_ms`` (see the module doc)."""
+        with self._lock:
+            entries = list(self._open.values())   # submission order
+        ahead = 0.0
+        later: list[float] = []   # the oldest requests due after it, at most ``workers``
+        for cost, due in entries:
+            if due <= deadline_ms:
+                ahead += cost
+            elif len(later) < self.workers:
+                later.append(cost)
+        return ahead + BLOCKING_SHARE * sum(later)
 
     def busy_share(self) -> float:
         """Share of the workers' time (0‥1+) spent on this runtime's XR requests over the last WINDOW_MS."""
@@ -121,11 +152,10 @@ class Ledger:
         with self._lock:
             self._admitted.append((self.rt.now_ms(), work_ms))
 
-    def finish_ms(self, chain_ms: float) -> float:
-        """When a chain of ``chain_ms`` (its critical path) submitted now is expected to finish (runtime ms)."""
-        with self._lock:
-            backlog = self.backlog_ms
-        return self.rt.now_ms() + backlog / self.workers + chain_ms
+    def finish_ms(self, chain_ms: float, deadline_ms: float = float("inf")) -> float:
+        """When a chain of ``chain_ms`` (its critical path) due by ``deadline_ms``, submitted now, is expected to
+        finish (runtime ms): after the backlog that runs before it (:meth:`ahead_ms`), spread over the workers."""
+        return self.rt.now_ms() + self.ahead_ms(deadline_ms) / self.workers + chain_ms
 
 
 class FrameBudget:
@@ -155,13 +185,15 @@ class FrameBudget:
 
     def left_ms(self, slack: float = SLACK) -> float:
         """Ms the estimate says would be left after the current backlog (negative: already over)."""
-        return slack * (self.deadline_ms - self.start_ms) - (self.ledger.finish_ms(0.0) - self.start_ms)
+        span = self.deadline_ms - self.start_ms
+        return slack * span - (self.ledger.finish_ms(0.0, self.deadline_ms) - self.start_ms)
 
     def fits(self, chain_ms: float, slack: float = SLACK) -> bool:
         """A chain of ``chain_ms`` submitted now is expected to finish within ``slack`` of the frame."""
         if not self.timed:
             return True
-        return self.ledger.finish_ms(chain_ms) - self.start_ms <= slack * (self.deadline_ms - self.start_ms)
+        span = self.deadline_ms - self.start_ms
+        return self.ledger.finish_ms(chain_ms, self.deadline_ms) - self.start_ms <= slack * span
 
     def pick(self, variants: Sequence[str], downstream_ms: float = 0.0) -> str:
         """The first (most accurate) of ``variants`` that fits, else the cheapest.

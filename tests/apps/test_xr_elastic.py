@@ -90,15 +90,14 @@ def test_the_lite_variant_runs_rather_than_miss_the_deadline(rt, clip, monkeypat
 
 
 @pytest.fixture
-def backlog(rt):
-    """Test double for a loaded host: the ledger's backlog set to ``ms`` (restored after the test)."""
+def backlog(rt, monkeypatch):
+    """Test double for a loaded host: ``ms`` of backlog ahead of every frame (``Ledger.ahead_ms``)."""
     led = budget.Ledger.of(rt)
-    saved = led.backlog_ms
+    real = led.ahead_ms
 
     def set_ms(ms: float) -> None:
-        led.backlog_ms = ms
+        monkeypatch.setattr(led, "ahead_ms", (lambda d: ms + real(d)) if ms else real)
     yield set_ms
-    led.backlog_ms = saved
 
 
 def test_a_frame_the_backlog_makes_miss_is_shed_whole_and_tracking_survives(rt, clip, backlog):
@@ -133,6 +132,74 @@ def test_a_stream_is_never_starved_by_shedding(rt, clip, backlog):
     hopeless = px.process(clip[6], deadline_ms=HOPELESS_MS)
     assert not hopeless.shed and hopeless.stages["pose_landmark"].status == "dropped"
     assert px.elastic_counts()["frames_rescued"] == 2
+
+
+class _Done:
+    """Test double for a finished request's result (what the ledger reads of it)."""
+
+    status, latency_ms, queued_ms = "ok", 1.0, 0.0
+
+
+@pytest.fixture
+def ledger(rt, monkeypatch):
+    """The runtime's ledger, its model costs a test double: ``small`` 1 ms, ``big`` 1e6 ms, ``mid`` 10 ms."""
+    costs = {"small": 1.0, "big": 1e6, "mid": 10.0}
+    real = budget.Ledger.cost_ms
+    monkeypatch.setattr(budget.Ledger, "cost_ms", lambda self, m: costs[m] if m in costs else real(self, m))
+    return budget.Ledger.of(rt)
+
+
+def test_only_the_backlog_due_first_is_ahead_of_a_request(ledger):
+    """The policy runs the earliest deadline first and does not preempt: work due by the same time or
+    sooner is ahead in full; of the work due later, only the ``workers`` oldest requests (those that may
+    hold a worker) count, BLOCKING_SHARE of each."""
+    from concurrent.futures import Future   # noqa: PLC0415
+
+    now, w = ledger.rt.now_ms(), ledger.workers
+    base = ledger.backlog_ms
+    holding = [Future() for _ in range(w)]
+    for f in holding:
+        ledger.track(f, "mid", now + 500.0)        # oldest, due later: may be running
+    queued_late, due_first = Future(), Future()
+    ledger.track(queued_late, "big", now + 500.0)  # due later and not among the oldest: runs after
+    ledger.track(due_first, "small", now + 10.0)
+    try:
+        assert ledger.ahead_ms(now + 20.0) - base == pytest.approx(1.0 + budget.BLOCKING_SHARE * 10.0 * w)
+        assert ledger.ahead_ms(now + 5.0) - base == pytest.approx(budget.BLOCKING_SHARE * 10.0 * w)
+        assert ledger.ahead_ms(float("inf")) - base == pytest.approx(ledger.backlog_ms - base) \
+            == pytest.approx(1e6 + 1.0 + 10.0 * w)
+        due_first.set_result(_Done())                  # finished: out of the backlog
+        assert ledger.ahead_ms(now + 20.0) - base == pytest.approx(budget.BLOCKING_SHARE * 10.0 * w)
+    finally:
+        for f in (*holding, queued_late, due_first):
+            if not f.done():
+                f.set_result(_Done())
+    assert ledger.backlog_ms == pytest.approx(base)
+
+
+def test_a_frame_is_not_shed_behind_work_due_after_it(rt, clip, ledger):
+    """A face frame due in 1 s fits although 1e6 ms of work due later is queued (it runs ahead of it); the
+    same work due before it sheds it whole."""
+    from concurrent.futures import Future   # noqa: PLC0415
+
+    px = Pipelines(rt, max_hands=0, max_faces=1, pose=False, segmentation=False)
+    px.process(clip[0])
+    holding = [Future() for _ in range(ledger.workers)]
+    later, sooner = Future(), Future()
+    now = rt.now_ms()
+    for f in holding:
+        ledger.track(f, "small", now + 1e7)
+    ledger.track(later, "big", now + 1e7)
+    try:
+        r = px.process(clip[1], deadline_ms=1000.0)
+        assert not r.shed and len(r.faces) == 1, (r.shed, r.stages)
+        ledger.track(sooner, "big", rt.now_ms())
+        r = px.process(clip[2], deadline_ms=1000.0)
+        assert r.shed.startswith("frame shed whole: its chain needs"), r.shed
+    finally:
+        for f in (*holding, later, sooner):
+            if not f.done():
+                f.set_result(_Done())
 
 
 def test_user_streams_are_named_per_user():
