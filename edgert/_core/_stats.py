@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,8 +19,9 @@ class ModelStats:
     """Running counts and recent latencies (ms) of one model."""
 
     requests: int = 0
-    counts: Counter[str] = field(default_factory=Counter)
-    by_processor: Counter[str] = field(default_factory=Counter)
+    #: status -> requests (every terminal status from the start: plain dicts, a Counter's += costs 2.5x)
+    counts: dict[str, int] = field(default_factory=lambda: {OK: 0, LATE: 0, DROPPED: 0, FAILED: 0})
+    by_processor: dict[str, int] = field(default_factory=dict)
     latencies_ms: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     #: Paths the model's accuracy tolerance excluded at load: delegate name -> reason.
     excluded: dict[str, str] = field(default_factory=dict)
@@ -30,7 +31,8 @@ class ModelStats:
         self.requests += 1
         self.counts[status] += 1
         if processor:
-            self.by_processor[processor] += 1
+            by = self.by_processor
+            by[processor] = by.get(processor, 0) + 1
         if status in (OK, LATE):
             self.latencies_ms.append(latency_ms)
 
