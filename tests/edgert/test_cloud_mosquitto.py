@@ -24,7 +24,7 @@ from edgert.testing import genmodels
 from edgert.cli import _cloud as cmd_cloud
 from edgert._core._result import DROPPED, FAILED, LATE, OK
 from edgert.errors import ModelLoadError, OffloadError
-from tests.edgert.test_cloud_support import Mosquitto, WorkerProc, make_models, needs_mosquitto
+from tests.edgert.test_cloud_support import Mosquitto, WorkerProc, cloud_stack, make_models, needs_mosquitto
 
 pytestmark = [needs_mosquitto, pytest.mark.broker]
 
@@ -32,15 +32,8 @@ pytestmark = [needs_mosquitto, pytest.mark.broker]
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory: pytest.TempPathFactory):
     tmp = tmp_path_factory.mktemp("cloud")
-    broker = Mosquitto(tmp)
-    models = make_models(tmp / "models")
-    worker = WorkerProc(broker.url, models, tmp / "worker.log")
-    try:
-        worker.ready()
+    with cloud_stack(tmp) as (broker, models, worker):
         yield broker, models, worker, tmp
-    finally:
-        worker.stop()
-        broker.stop()
 
 
 def local_outputs(path: Path, feeds: dict) -> list[np.ndarray]:

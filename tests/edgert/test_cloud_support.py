@@ -5,6 +5,8 @@ Also imported by benchmarks/cloud.py. The few tests here check the helpers thems
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 import shutil
 import signal
@@ -12,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -162,6 +165,20 @@ def make_models(directory: Path, names: tuple[str, ...] = ("tiny", "cnn", "multi
 
 
 @needs_mosquitto
+@contextlib.contextmanager
+def cloud_stack(tmp: Path) -> Iterator[tuple[Mosquitto, Path, WorkerProc]]:
+    """A broker, the test models and one ``edgert cloud serve`` worker on it, ready; both stopped on exit."""
+    broker = Mosquitto(tmp)
+    models = make_models(tmp / "models")
+    worker = WorkerProc(broker.url, models, tmp / "worker.log")
+    try:
+        worker.ready()
+        yield broker, models, worker
+    finally:
+        worker.stop()
+        broker.stop()
+
+
 def test_mosquitto_helper_restarts_on_the_same_port(tmp_path: Path) -> None:
     b = Mosquitto(tmp_path)
     try:

@@ -41,18 +41,10 @@ def test_a_session_that_raises_a_foreign_exception_fails_one_request_and_the_wor
 
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory: pytest.TempPathFactory):
-    from tests.edgert.test_cloud_support import Mosquitto, WorkerProc, make_models
+    from tests.edgert.test_cloud_support import cloud_stack
 
-    tmp = tmp_path_factory.mktemp("cloud27")
-    broker = Mosquitto(tmp)
-    models = make_models(tmp / "models")
-    worker = WorkerProc(broker.url, models, tmp / "worker.log")
-    try:
-        worker.ready()
+    with cloud_stack(tmp_path_factory.mktemp("cloud27")) as (broker, models, _):
         yield broker, models
-    finally:
-        worker.stop()
-        broker.stop()
 
 
 @needs_mosquitto
