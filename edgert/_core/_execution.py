@@ -60,6 +60,7 @@ class Execution:
                              wake: list[Worker] | None = None, ahead: tuple[Worker, ...] = ()) -> None: ...
         def _complete_locked(self, req: Request, res: Result, proc: str, end: float,
                              done: list[tuple[Request, Result]]) -> None: ...
+        def _ended_locked(self, req: Request, status: str, proc: str, end: float, error: str) -> None: ...
         def _fail_locked(self, req: Request, err: EdgeRTError, now: float,
                          done: list[tuple[Request, Result]]) -> None: ...
         def _resolve(self, done: list[tuple[Request, Result]]) -> None: ...
@@ -107,7 +108,10 @@ class Execution:
             if w.queue:
                 w.cond.notify()
             if err is None:
-                self._ran_locked(w, req, outs, delegate, end, done)  # type: ignore[arg-type]  # set when err is None
+                if chain or req.future is not None or self._trace is not None:
+                    self._ran_locked(w, req, outs, delegate, end, done)  # type: ignore[arg-type]  # set when err is None
+                else:   # a sync caller's request run on its thread: it wants the outputs (see _ran_locked)
+                    req.outputs = self._ran_locked(w, req, outs, delegate, end, None)  # type: ignore[arg-type]
             elif not self._replace_locked(w, req, end):
                 self._fail_locked(req, err, end, done)
             if chain and self._resolver is not None and all(quiet(r) for r, _ in done):
@@ -122,9 +126,7 @@ class Execution:
                 return started
         # Resolve first: completion callbacks submit the next cascade stages, which must be
         # pending when the freed processor is next decided on (else older work takes it).
-        if len(done) == 1 and req.future is None and self._trace is None and done[0][0] is req:
-            req.result = done[0][1]   # a sync caller's inline request: what resolve() does for it, without the call
-        else:
+        if done:
             self._resolve(done)
         if self._pending:  # unlocked peek is safe: whoever adds to pending decides itself
             done = []
@@ -162,14 +164,20 @@ class Execution:
             self._resolve(done)
 
     def _ran_locked(self, w: Worker, req: Request, outs: list[np.ndarray], delegate: str, end: float,
-                    done: list[tuple[Request, Result]]) -> None:
-        """``req`` ran on ``w`` until ``end``: its latency into the estimator, its result into ``done``."""
+                    done: list[tuple[Request, Result]] | None) -> dict[str, np.ndarray]:
+        """``req`` ran on ``w`` until ``end``: its latency into the estimator, its result into ``done``; its outputs.
+        With ``done`` None (a sync caller's request that ran on its thread, no trace) it is recorded and no
+        Result is made: nothing but that caller reads it, and the caller wants the outputs."""
         self._observe(req.model.name, w, end - req.start_ms)
         status = OK if end <= req.deadline_ms else LATE
-        res = completed(dict(zip(req.model.output_names, outs)), status, w.name, delegate, end - req.arrival_ms,
-                        req.start_ms - req.arrival_ms, req.model.name, req.id, req.deadline_ms, req.arrival_ms,
-                        req.frame, req.trace_id)
-        self._complete_locked(req, res, w.name, end, done)
+        outputs = dict(zip(req.model.output_names, outs))
+        if done is None:
+            self._ended_locked(req, status, w.name, end, "")
+        else:
+            res = completed(outputs, status, w.name, delegate, end - req.arrival_ms, req.start_ms - req.arrival_ms,
+                            req.model.name, req.id, req.deadline_ms, req.arrival_ms, req.frame, req.trace_id)
+            self._complete_locked(req, res, w.name, end, done)
+        return outputs
 
     def _stop_resolver(self) -> None:
         """After the workers stopped: resolve what they handed over, then end the resolver thread."""

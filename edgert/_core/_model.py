@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 
 from delegates.base import Artifact, TensorSpec
-from edgert._core._result import DROPPED, FAILED, Result
+from edgert._core._result import Result, unwrap
 from edgert.errors import (
     ConfigError,
     InferenceError,
@@ -198,8 +198,7 @@ class Model:
 
     def __call__(self, inputs: Any) -> dict[str, np.ndarray]:
         """Run synchronously; returns outputs (ok or late) or raises RequestDropped / InferenceError."""
-        outputs = (res := self._rt._call(self._m, inputs)).outputs
-        return outputs if outputs is not None else unwrap(res)
+        return self._rt._call(self._m, inputs)
 
     def submit(self, inputs: Any, after: Result | Future[Result] | None = None) -> Future[Result]:
         """Queue a request; the Future always resolves to a :class:`Result` (never raises).
@@ -225,15 +224,6 @@ class Model:
     def __repr__(self) -> str:
         ins = ", ".join(f"{s.name}: {s.describe()}" for s in self.inputs)
         return f"<edgert.Model {self.name!r} ({ins})>"
-
-
-def unwrap(res: Result) -> dict[str, np.ndarray]:
-    """Outputs of a result, raising its error for dropped / failed requests."""
-    if res.outputs is not None:
-        return res.outputs
-    if res.status in (DROPPED, FAILED) and res.error is not None:
-        raise res.error
-    raise InferenceError(f"request {res.id} for {res.model!r} ended {res.status} without outputs")
 
 
 __all__ = ["LoadedModel", "Model", "RequestDropped", "artifacts_of", "unwrap"]

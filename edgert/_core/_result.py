@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from edgert.errors import EdgeRTError
+from edgert.errors import EdgeRTError, InferenceError
 
 #: Terminal statuses: every request ends with exactly one.
 OK, LATE, DROPPED, FAILED = "ok", "late", "dropped", "failed"
@@ -96,3 +96,12 @@ def completed(outputs: dict[str, np.ndarray], status: str, processor: str, deleg
     _key(r, key)
     _precision(r, _PRECISION.get(delegate, ""))
     return r
+
+
+def unwrap(res: Result) -> dict[str, np.ndarray]:
+    """Outputs of a result, raising its error for dropped / failed requests."""
+    if res.outputs is not None:
+        return res.outputs
+    if res.status in (DROPPED, FAILED) and res.error is not None:
+        raise res.error
+    raise InferenceError(f"request {res.id} for {res.model!r} ended {res.status} without outputs")

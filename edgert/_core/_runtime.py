@@ -208,6 +208,7 @@ class Runtime(Dispatcher):
     def stats(self) -> dict[str, dict[str, Any]]:
         """Per model: requests, ok, late, dropped, failed, p50_ms, p99_ms, slo_met_rate, by_processor."""
         with self._lock:
+            self._fold_locked()
             return {name: s.summary() for name, s in self._stats.items()}
 
     def memory(self) -> dict[str, Any]:
@@ -221,6 +222,7 @@ class Runtime(Dispatcher):
     def records(self) -> list[RequestRecord]:
         """Finished requests (the most recent RECORDS_KEPT), oldest first; times in runtime ms."""
         with self._lock:
+            self._fold_locked()
             kept = list(self._records)
         return [RequestRecord(*fields) for fields in kept]
 

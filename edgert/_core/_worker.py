@@ -32,7 +32,7 @@ class Request:
     ``pending`` map until placed, then by a worker's queue. Mutated only under the runtime lock."""
 
     __slots__ = ("id", "model", "feeds", "arrival_ms", "deadline_ms", "view", "future",
-                 "worker", "start_ms", "trace_id", "trace_t_ms", "attempts", "frame", "result")
+                 "worker", "start_ms", "trace_id", "trace_t_ms", "attempts", "frame", "result", "outputs")
 
     def __init__(self, rid: int, model: LoadedModel, feeds: list[np.ndarray], arrival_ms: float,
                  deadline_ms: float, view: RequestView, trace_id: str, trace_t_ms: float,
@@ -46,6 +46,8 @@ class Request:
         #: Created only when someone waits (submit, or a sync call that did not run inline).
         self.future: Future[Result] | None = None
         self.result: Result | None = None
+        #: A sync caller's request that ran on its thread ok or late: its outputs, and no Result (see ``_ran_locked``).
+        self.outputs: dict[str, np.ndarray] | None = None
         self.worker: Worker | None = None
         self.start_ms = math.nan
         self.trace_id = trace_id
