@@ -124,7 +124,7 @@ def _identity(w: Worker, lm: LoadedModel, allowed: tuple[str, ...] | None) -> tu
 def check_specs(lm: LoadedModel, s: Session, d: Delegate) -> None:
     """Take the first session's specs as the model's; later artifacts must be the same network."""
     if not lm.inputs:
-        lm.inputs, lm.outputs = s.inputs, s.outputs
+        lm.set_specs(tuple(s.inputs), tuple(s.outputs))
         return
     if len(s.inputs) != len(lm.inputs) or len(s.outputs) != len(lm.outputs):
         raise ModelLoadError(

@@ -93,6 +93,16 @@ class LoadedModel:
     then: tuple[str, ...] = ()
     #: MB the process's resident set grew by while it was loaded (None: unknown; edgert._core._memory)
     resident_mb: float | None = None
+    #: (name, dtype, shape) per input when every input's shape is static, for :meth:`feeds`' inline check;
+    #: None otherwise (set with the specs: :meth:`set_specs`)
+    static_inputs: tuple[tuple[str, np.dtype, tuple[int, ...]], ...] | None = None
+
+    def set_specs(self, inputs: tuple[TensorSpec, ...], outputs: tuple[TensorSpec, ...]) -> None:
+        """Adopt the model's input and output specs (from its first session), and what is derived from them."""
+        self.inputs, self.outputs = inputs, outputs
+        self.output_names = tuple(o.name for o in outputs)
+        static = all(type(s) is TensorSpec and None not in s.shape for s in inputs)   # (an any-rank spec is not)
+        self.static_inputs = tuple((s.name, s.dtype, s.shape) for s in inputs) if static else None  # type: ignore[misc]
 
     def feeds(self, inputs: Any) -> list[np.ndarray]:
         """Validate ``inputs`` (array, list in input order, or dict by name) into arrays in input order.
@@ -101,6 +111,16 @@ class LoadedModel:
             InputError: wrong count, unknown name, wrong dtype or shape — naming the input,
                 what it expects and what it got.
         """
+        static = self.static_inputs
+        if static is not None and type(inputs) is dict and len(inputs) == len(static):
+            out = []   # the common case, checked inline (issue 29: a sync call's every request): else the full check
+            for name, dtype, shape in static:
+                v = inputs.get(name)
+                if type(v) is not np.ndarray or v.dtype is not dtype or v.shape != shape or not v.flags.c_contiguous:
+                    break
+                out.append(v)
+            else:
+                return out
         specs = self.inputs
         if type(inputs) is dict or isinstance(inputs, Mapping):   # the exact type first: an ABC check costs 0.1 µs
             try:

@@ -169,7 +169,6 @@ class Runtime(Dispatcher):
                     self._unmeasured.add((name, w.name))
             if allowed_d is not None:
                 lm.allowed = tuple(w.name for w, *_ in opened)
-            lm.output_names = tuple(o.name for o in lm.outputs)
             self._models[name] = lm
             self._stats[name] = ModelStats(excluded=excluded)
         return Model(self, lm)
