@@ -109,7 +109,7 @@ def steps(scheduler: str | None, calls: int) -> None:
                                      (_dispatch.Dispatcher, "_run", "run and completion (_run)"),
                                      (session, "run", "  of which the delegate's run (ORT inside)"),
                                      (_dispatch.Dispatcher, "_observe", "  of which the estimator (_observe)"),
-                                     (_dispatch.Dispatcher, "_complete_locked", "  of which stats + record"),
+                                     (_dispatch.Dispatcher, "_ended_locked", "  of which its record (stats fold from them)"),
                                      (_dispatch.Dispatcher, "_call", "Dispatcher._call in all")):
                 wrap(cls, name, label)
             t = time.perf_counter_ns()

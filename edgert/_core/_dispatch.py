@@ -8,7 +8,9 @@ run on the caller's thread or the worker's -> the delegate (``Worker.execute``) 
 (:mod:`edgert._core._execution`: its latency into the estimator, re-placed after an accelerator fault,
 or ended with exactly one terminal status: ``_complete_locked``, ``_resolve``; on a worker's own thread
 the next run starts first and the resolver thread resolves, unless a completion callback could submit
-a cascade stage) -> the model's caller. It owns the state it works on — declared below and set by its
+a cascade stage; a sync caller's request that ran on its thread hands its outputs back without a Result,
+which nothing else would read) -> the model's caller. Every end is one record (``_ended_locked``), counted
+into the per-model stats in batches (``_fold_locked``). It owns the state it works on — declared below and set by its
 own ``__init__`` — and the clock (:meth:`Dispatcher.now_ms`). :class:`edgert.Runtime` extends it with
 the public API and model loading.
 """
@@ -19,7 +21,6 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,7 @@ import numpy as np
 from edgert._core import _validate
 from edgert._core._frame import Frame, current_frame
 from edgert._core._execution import Execution, bug_log
-from edgert._core._resolver import ResolverThread, resolve
+from edgert._core._resolver import ResolverThread
 from edgert._core._result import Result, unwrap
 from edgert._core._stats import ModelStats
 from edgert._core._trace import TraceWriter
@@ -54,10 +55,6 @@ HANDOFF_WAIT_MS = 1.0
 HANDOFF_NAP_S = 1e-5
 #: Finished requests kept for ``records()`` / timelines.
 RECORDS_KEPT = 200_000
-#: A request's end appends its record only; every this many, the records are counted into the per-model
-#: stats and kept (``_fold_locked``), as ``stats()`` / ``records()`` do first: a stats call per request
-#: cost ~0.7 µs of a sync call's ~10 (issue 29), a fold ~30 µs every 64 requests.
-FOLD_EVERY = 64
 
 
 class Dispatcher(Execution):
@@ -381,42 +378,3 @@ class Dispatcher(Execution):
                 continue
             del self._pending[req.id]
             self._drop_locked(req, reason, now, done)
-
-    # -- terminal states -------------------------------------------------------------------
-    def _complete_locked(self, req: Request, res: Result, proc: str, end: float,
-                         done: list[tuple[Request, Result]]) -> None:
-        """``req`` ended as ``res`` at ``end`` (ms) on ``proc``: recorded, and handed to ``done`` to resolve."""
-        self._ended_locked(req, res.status, proc, end, str(res.error) if res.error is not None else "")
-        done.append((req, res))
-
-    def _ended_locked(self, req: Request, status: str, proc: str, end: float, error: str) -> None:
-        """Record ``req``'s end (``status`` at ``end`` ms on ``proc``; ``error`` its text or ""): its latency is
-        ``end - arrival``, as its Result says."""
-        # RequestRecord's fields: records() makes the records when asked, not one per request
-        fresh = self._fresh
-        fresh.append((req.id, req.model.name, status, req.arrival_ms, req.deadline_ms, proc,
-                      req.start_ms, end, req.frame, error))
-        if len(fresh) >= FOLD_EVERY:
-            self._fold_locked()
-        self._inflight -= 1
-        if not self._inflight and self._closing:   # only close() waits for it
-            self._idle.notify_all()
-
-    def _fold_locked(self) -> None:
-        """Count the records ended since the last fold into the per-model stats, and keep them."""
-        stats = self._stats
-        for rec in self._fresh:
-            stats[rec[1]].add(rec[2], rec[5], rec[7] - rec[3])   # status, processor, end - arrival
-        self._records.extend(self._fresh)
-        self._fresh = []
-
-    def _drop_locked(self, req: Request, reason: str, now: float, done: list[tuple[Request, Result]]) -> None:
-        self._complete_locked(req, req.dropped(reason, now), "", now, done)
-
-    def _fail_locked(self, req: Request, err: EdgeRTError, now: float, done: list[tuple[Request, Result]]) -> None:
-        res = req.failed(err, now)
-        self._complete_locked(req, res, res.processor, now, done)
-
-    def _resolve(self, done: Iterable[tuple[Request, Result]]) -> None:
-        """Resolve ``done`` (:func:`edgert._core._resolver.resolve`) with this runtime's trace."""
-        resolve(done, self._trace)

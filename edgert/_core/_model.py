@@ -17,7 +17,6 @@ from delegates.base import Artifact, TensorSpec
 from edgert._core._result import Result, unwrap
 from edgert.errors import (
     ConfigError,
-    InferenceError,
     InputError,
     ModelLoadError,
     RequestDropped,
