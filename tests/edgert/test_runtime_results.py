@@ -179,3 +179,29 @@ def test_a_stage_with_a_cascade_after_it_tells_the_policy_the_fastest_time_that_
         assert det.submit(genmodels.example_inputs("mlp")).result().status == "ok"
         assert solo.submit(genmodels.example_inputs("mlp")).result().status == "ok"
     assert pol.seen == {"det": 3.0, "solo": 0.0}   # the fastest processor's estimate for lm; none after solo
+
+
+def test_sync_calls_end_without_a_result_yet_every_end_is_counted_and_recorded(model_dir):
+    # a sync call that ran on the caller's thread hands back its outputs with no Result, and stats fold from the
+    # records every FOLD_EVERY ends: more than two folds here, then a read between folds, then submitted ones
+    from edgert._core._execution import FOLD_EVERY
+
+    n = 2 * FOLD_EVERY + 3
+    with edgert.Runtime(scheduler="round_robin", delegates=["ort-cpu"], cpu_workers=1) as rt:
+        x = genmodels.example_inputs("tiny")
+        roomy = rt.load(model_dir / "tiny.onnx", name="roomy", slo_ms=600_000.0)
+        tight = rt.load(model_dir / "tiny.onnx", name="tight", slo_ms=1e-6)
+        outs = [roomy(x) for _ in range(n)]
+        late = tight(x)   # late: still its outputs
+        between = rt.stats()
+        submitted = [f.result() for f in [roomy.submit(x) for _ in range(5)]]
+        stats, records = rt.stats(), rt.records()
+    np.testing.assert_array_equal(late["y"], outs[0]["y"])
+    np.testing.assert_array_equal(submitted[0].outputs["y"], outs[-1]["y"])
+    assert (between["roomy"]["requests"], between["roomy"]["ok"], between["tight"]["late"]) == (n, n, 1)
+    assert (stats["roomy"]["requests"], stats["roomy"]["ok"], stats["tight"]["requests"]) == (n + 5, n + 5, 1)
+    assert sorted(r.id for r in records) == list(range(n + 6))   # every request once
+    assert {r.status for r in records if r.model == "roomy"} == {"ok"} and records[n].status == "late"
+    lat = [r.end_ms - r.arrival_ms for r in records if r.model == "roomy"]   # what the stats' percentiles are of
+    assert stats["roomy"]["p50_ms"] == pytest.approx(float(np.percentile(lat, 50)))
+    assert stats["roomy"]["p99_ms"] == pytest.approx(float(np.percentile(lat, 99)))
