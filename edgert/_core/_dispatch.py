@@ -270,15 +270,15 @@ class Dispatcher(Execution):
             else:
                 deadline = now + m.slo_ms if m.slo_ms is not None else math.inf
                 t_trace = now
-            key = f"r{rid}/{m.name}"
+            key = None   # Request.trace_id's default
         downstream = sum(self._fastest_ms(n) for n in m.then) if m.then else 0.0
         view = _new(RequestView, (rid, m.name, now, deadline, stream, f.index if f is not None else -1,
                                   downstream, m.allowed))
-        req = Request(rid, m, feeds, now, deadline, view, key, t_trace, f.index if f is not None else -1)
+        req = Request(rid, m, feeds, now, deadline, view, key, f.index if f is not None else -1)
         self._pending[rid] = req
         self._inflight += 1
         if self._trace is not None:
-            self._trace.request(t_trace, m.name, deadline, key, after_key)
+            self._trace.request(t_trace, m.name, deadline, req.trace_id, after_key)
         return req
 
     def _fastest_ms(self, model: str) -> float:

@@ -32,11 +32,10 @@ class Request:
     ``pending`` map until placed, then by a worker's queue. Mutated only under the runtime lock."""
 
     __slots__ = ("id", "model", "feeds", "arrival_ms", "deadline_ms", "view", "future",
-                 "worker", "start_ms", "trace_id", "trace_t_ms", "attempts", "frame", "result", "outputs")
+                 "worker", "start_ms", "_key", "attempts", "frame", "result", "outputs")
 
     def __init__(self, rid: int, model: LoadedModel, feeds: list[np.ndarray], arrival_ms: float,
-                 deadline_ms: float, view: RequestView, trace_id: str, trace_t_ms: float,
-                 frame: int = -1) -> None:
+                 deadline_ms: float, view: RequestView, key: str | None, frame: int = -1) -> None:
         self.id = rid
         self.model = model
         self.feeds = feeds
@@ -50,10 +49,14 @@ class Request:
         self.outputs: dict[str, np.ndarray] | None = None
         self.worker: Worker | None = None
         self.start_ms = math.nan
-        self.trace_id = trace_id
-        self.trace_t_ms = trace_t_ms
+        self._key = key   # None: its default, made when asked (a sync call's request seldom is)
         self.attempts = 0
         self.frame = frame
+
+    @property
+    def trace_id(self) -> str:
+        """Its id in the trace and its Result's ``key``: its frame's (``f7/hand``), else ``r42/hand``."""
+        return self._key if self._key is not None else f"r{self.id}/{self.model.name}"
 
     def dropped(self, reason: str, now_ms: float) -> Result:
         """Its ``dropped`` result at ``now_ms``, saying ``reason``."""

@@ -34,7 +34,7 @@ class PlacesNothing:
 
 def _request(rid: int, model: str, start_ms: float = math.nan, deadline_ms: float = 100.0) -> Request:
     m = LoadedModel(model, [], (), (), None)
-    req = Request(rid, m, [], 0.0, deadline_ms, RequestView(rid, model, 0.0, deadline_ms), f"r{rid}/{model}", 0.0)
+    req = Request(rid, m, [], 0.0, deadline_ms, RequestView(rid, model, 0.0, deadline_ms), None)
     req.start_ms = start_ms
     return req
 
