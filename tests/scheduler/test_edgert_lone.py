@@ -63,6 +63,12 @@ def _snapshot(rng: random.Random, now: float, rid: int) -> SchedulerView:
         queued = 0.0 if rng.random() < 0.7 else rng.uniform(0.0, 15.0)
         procs.append(ProcessorView(name, rng.choice(["cpu", "gpu", "npu"]), busy, queued, int(queued > 0),
                                    rng.random() < 0.9, 1, 0 if busy > now else 1))
+    if n > 1 and rng.random() < 0.3:   # peers: one processor seen as several slots share one estimate (ties)
+        for m in MODELS:
+            first = est.expected_ms(m, "p0")
+            for p in procs[1:]:
+                if first is not None and est.expected_ms(m, p.name) is not None:
+                    est.seed(m, p.name, first)
     near = [est.expected_ms(model, p.name) for p in procs if est.expected_ms(model, p.name) is not None]
     u = rng.random()
     if u < 0.25:
