@@ -2,6 +2,7 @@
 
     python benchmarks/across_commits.py core [--before 1f23e18] [--rounds 3]     # the regression guard
     python benchmarks/across_commits.py dispatch decision_cost sim_speed [--before 1f23e18] [--rounds 3]
+    python benchmarks/across_commits.py dispatch_tiny --before HEAD --rounds 5    # a sync-path change, uncommitted
 
 ``core`` is the guard to run before a change to the core (the request path, the policies' hot
 paths, the simulator's driver) lands: the simulator's speed, the added cost per request, CPU
@@ -61,6 +62,10 @@ BENCHES: dict[str, Bench] = {
     "dispatch": Bench(("benchmarks/dispatch.py", "--calls", "3000", "--rounds", "5"),
                       "added µs per sync call, summed over 4 model×backend pairs",
                       r"^(?:tiny|mlp)\s+\w+\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s"),
+    # issue 29's cell alone: the tiny model on ORT, one sync caller (the four-cell sum above moves by ±20 %
+    # between runs with the mlp cells; this one by less, for a change to the sync path)
+    "dispatch_tiny": Bench(("benchmarks/dispatch.py", "--models", "tiny", "--calls", "5000", "--rounds", "7"),
+                           "added µs per sync call, tiny on ORT", r"^tiny\s+ort\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s"),
     # the edgert policy's median decision time, 10 pending × 5 processors
     "decision_cost": Bench(("benchmarks/decision_cost.py", "--number", "10000", "--repeat", "5"),
                            "µs per edgert decision (median round)", r"^edgert\s+[\d.]+\s+([\d.]+)"),
