@@ -18,6 +18,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -217,6 +218,8 @@ class Execution:
         w.unhealthy_until_ms = now + REPROBE_MS
         req.attempts += 1
         req.worker = None
+        if req.future is None:   # a sync caller's request it ran on its own thread: the caller waits for the re-run
+            req.future = Future()
         self._pending[req.id] = req
         while w.queue:   # given to it ahead: decided again, elsewhere
             queued = w.queue.popleft()

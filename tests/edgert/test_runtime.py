@@ -380,3 +380,18 @@ def test_accelerator_fault_is_replaced_elsewhere_and_marked_unhealthy(model_dir)
         assert (res.status, res.processor) == ("ok", "cpu0")  # re-placed, not failed
         assert m.submit(x).result().processor == "cpu0"       # gpu kept out while unhealthy
         assert rt.stats()["tiny"]["failed"] == 0
+
+
+def test_a_sync_call_whose_accelerator_faults_gets_its_outputs_from_the_re_placed_run(model_dir):
+    gpu = FlakyGpuDelegate()   # (a sync caller runs the request on its own thread: no future until it is re-placed)
+    prof = DeviceProfile("p", [ProcessorSpec("cpu0", "cpu"), ProcessorSpec("gpu", "gpu")],
+                         {"tiny": {"cpu0": 50.0, "gpu": 0.01}})
+    with edgert.Runtime(delegates=["ort-cpu", gpu], cpu_workers=1, profile=prof) as rt:
+        m = rt.load(model_dir / "tiny.onnx", slo_ms=60_000.0)
+        x = genmodels.example_inputs("tiny")
+        first = m(x)
+        gpu.broken = True
+        again = m(x)
+        records, stats = rt.records(), rt.stats()["tiny"]
+    np.testing.assert_array_equal(again["y"], first["y"])
+    assert [r.processor for r in records] == ["gpu", "cpu0"] and (stats["ok"], stats["failed"]) == (2, 0)
