@@ -96,6 +96,27 @@ def test_fixed_worker_follows_availability_and_estimators_across_decisions():
     assert plan(pol.decide(SchedulerView((req(0, "a"),), cg, cur), 0.0)) == [(0, "cpu")]
 
 
+def test_fixed_worker_answers_as_a_fresh_instance_across_many_decisions():
+    """One instance's cached targets (its inline common case) give what a fresh instance's full rule gives,
+    over random snapshots: requests in time or past their deadline, with and without an allowed list, of a model
+    no processor runs, while processors go down and come back."""
+    import random
+
+    from scheduler.estimator import LatencyEstimator
+    from scheduler.types import SchedulerView
+
+    rng = random.Random(7)
+    est = LatencyEstimator(0.5, LAT)
+    pol = make_policy("fixed_worker")
+    for i in range(400):
+        procs = (proc("cpu"), proc("gpu", available=rng.random() < 0.8), proc("npu", available=rng.random() < 0.8))
+        reqs = [req(10 * i + k, rng.choice("aab" if rng.random() < 0.9 else "abz"),
+                    deadline=rng.choice([100.0, 100.0, 3.0]), allowed=None if rng.random() < 0.9 else ("cpu",))
+                for k in range(rng.randint(1, 4))]
+        snap = SchedulerView(tuple(reqs), procs, est)
+        assert plan(pol.decide(snap, 5.0)) == plan(make_policy("fixed_worker").decide(snap, 5.0)), i
+
+
 def test_estimator_prior_tracks_seeds_not_updates():
     from scheduler.estimator import LatencyEstimator
 
