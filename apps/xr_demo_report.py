@@ -37,7 +37,8 @@ class _SessionLike(Protocol):
 
 def summarize(stats: dict[str, dict[str, Any]], seconds: float, session: _SessionLike) -> dict[str, Any]:
     """Per model (fps, deadline-met %, p50/p99 ms, placement) and per stream (frames on time, ``found_mean``:
-    instances found per processed frame, detector runs, and what the frames' budgets decided: ``frames_shed``,
+    instances found per processed frame; in frames, ``detector_ran``, ``tracked`` and ``detector_skipped``
+    (:meth:`apps.xr.Pipelines.counts`); and what the frames' budgets decided: ``frames_shed``,
     ``optional_skipped`` by reason, ``variants``: requests per model variant)."""
     per_model = {}
     for name, s in stats.items():
@@ -186,14 +187,16 @@ def _model_table(summary: dict[str, Any], groups: dict[str, list[str]], title: s
 
 
 def stream_table(summary: dict[str, Any], total: int) -> str:
-    """One row per stream: frames, whole cascade on time %, p50/p99 (ms), detector runs, tracked frames."""
+    """One row per stream: frames, whole cascade on time %, p50/p99 (ms), then in frames: the detector ran,
+    an instance was tracked from the frame before, the detector skipped (``-`` for a stream without one)."""
     cols = [Column("stream", "<", wrap=True), Column("frames"), Column("met%"), Column("p50"), Column("p99"),
-            Column("detect"), Column("tracked")]
+            Column("ran"), Column("tracked"), Column("skipped")]
     rows = [[name, str(s["frames"]), f"{s['on_time_pct']:.1f}", f"{s['p50_ms']:.1f}", f"{s['p99_ms']:.1f}",
-             str(s.get("detector_runs", "-")), str(s.get("frames_tracked", "-"))]
+             str(s.get("detector_ran", "-")), str(s.get("tracked", "-")), str(s.get("detector_skipped", "-"))]
             for name, s in summary["per_stream"].items()]
-    return render(cols, rows, title="streams: met% = frames whose whole cascade met its deadline; "
-                                    "p50/p99 in ms; detect = detector ran, tracked = tracking held it",
+    return render(cols, rows, title="streams: met% = frames whose whole cascade met its deadline; p50/p99 in ms; "
+                                    "ran / skipped = frames on which the detector ran / did not run; "
+                                    "tracked = frames that kept an instance from the frame before",
                   total=total)
 
 

@@ -234,8 +234,9 @@ class Pipelines:
                 t.reset()
 
     def counts(self) -> dict[str, dict[str, int]]:
-        """Per tracked stream: frames on which its detector ran and frames on which tracking held."""
-        return {name: {"detector_runs": t.detector_runs, "frames_tracked": t.frames_tracked}
+        """Per tracked stream, in frames: ``detector_ran``, ``tracked`` (an instance carried over from the
+        frame before) and ``detector_skipped`` (see :class:`~apps.xr.tracking.DetectAndTrack`)."""
+        return {name: {"detector_ran": t.detector_ran, "tracked": t.tracked, "detector_skipped": t.detector_skipped}
                 for name, t in (("hands", self.hands), ("faces", self.faces), ("pose", self.pose))
                 if t is not None}
 

@@ -41,10 +41,20 @@ T = TypeVar("T")
 class DetectAndTrack(Generic[T]):
     """One stream's tracking state and its per-frame requests (see the module doc).
 
+    Every frame that is not shed whole counts once in ``detector_ran`` or ``detector_skipped``, and
+    in ``tracked`` as well when it carried an instance over from the frame before. So
+    ``detector_ran + detector_skipped + frames shed == frames`` and ``detector_skipped <= tracked``;
+    how the frames split between them depends on the host's speed (a fast host has time for the
+    optional search on every frame), what they mean does not.
+
     Attributes:
-        detector_runs: frames on which the detector ran.
-        frames_tracked: frames on which the detector was skipped (tracking held, or its optional search
-            for one more instance had no time).
+        detector_ran: frames on which the detector ran (no instance tracked, or the search for one more
+            while fewer than ``max_instances`` are tracked).
+        tracked: frames on which at least one instance was tracked from the frame before (its landmark
+            request came from the previous frame's landmarks, not from a detection), whether or not the
+            detector also ran.
+        detector_skipped: frames on which the detector did not run: every allowed instance was tracked,
+            ``detect_every`` said not this frame, or the optional search had no time or spare capacity.
         optional_skipped: optional detector runs skipped, by reason class (``no time``, ``no spare capacity``).
         variant_runs: requests submitted per model variant (detector and landmark stages).
     """
@@ -62,8 +72,9 @@ class DetectAndTrack(Generic[T]):
         self._unseen_for: dict[int, int] = {}   # id(region) -> frames in a row it went unlooked-at
         self._ages: dict[int, int] = {}         # the same, as this frame started
         self._frames = 0
-        self.detector_runs = 0
-        self.frames_tracked = 0
+        self.detector_ran = 0
+        self.tracked = 0
+        self.detector_skipped = 0
         self.optional_skipped: Counter[str] = Counter()
         self.variant_runs: Counter[str] = Counter()
 
@@ -107,11 +118,12 @@ class DetectAndTrack(Generic[T]):
         with the reason; and the detector's variant is the most accurate that fits the frame.
         """
         tracked = self._begin()
+        self.tracked += bool(tracked)
         detect = len(tracked) < self.max_instances and (not tracked or (self._frames - 1) % self.detect_every == 0)
         for r in tracked:
             self._submit_landmarks(frame, r, run, found, None)
         if not detect:
-            self.frames_tracked += 1
+            self.detector_skipped += 1
             run.skip(self.detector_stage)
             return
         detector = self.detector
@@ -121,12 +133,12 @@ class DetectAndTrack(Generic[T]):
                 cheapest = min(run.budget.ledger.cost_ms(m.name) for m in self.detectors)
                 why = run.budget.optional(cheapest + downstream)
                 if why is not None:
-                    self.frames_tracked += 1
+                    self.detector_skipped += 1
                     self.optional_skipped[why.split(":")[0]] += 1
                     run.skip(self.detector_stage, f"optional search skipped: {why}")
                     return
             detector = self._pick(run, self.detectors, downstream)
-        self.detector_runs += 1
+        self.detector_ran += 1
         self.variant_runs[detector.name] += 1
         run.submit(self.detector_stage, detector, self._detector_input(frame),
                    lambda res: self._on_detections(frame, res, tracked, run, found))

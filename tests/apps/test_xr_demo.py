@@ -32,7 +32,8 @@ def test_xr_demo_runs_and_reports(tmp_path, mediapipe_dir):
     hands = summary["per_stream"]["hands"]
     # nothing to track: every hands frame not shed whole runs the palm detector (full or lite), once
     palm = sum(models.get(n, {"requests": 0})["requests"] for n in ("palm_detection_full", "palm_detection_lite"))
-    assert palm == hands["detector_runs"] == hands["frames"] - hands["frames_shed"] >= 1, (palm, hands)
+    assert palm == hands["detector_ran"] == hands["frames"] - hands["frames_shed"] >= 1, (palm, hands)
+    assert hands["tracked"] == hands["detector_skipped"] == 0, hands
     # the synthetic camera shows no hand: the landmark stage is never submitted
     for n in ("hand_landmark_full", "hand_landmark_lite"):
         assert models.get(n, {"requests": 0})["requests"] == 0
@@ -46,8 +47,11 @@ def test_xr_demo_runs_and_reports(tmp_path, mediapipe_dir):
 def test_xr_demo_default_camera_finds_and_tracks_every_stream(tmp_path, mediapipe_dir):
     """The default sample scene holds a face, a person and a hand. What the pipeline must do whatever the
     host's speed (how many frames make their deadline is the benchmarks' business, not this test's):
-    every processed frame is detected, tracked or shed whole; every request ends with one status; a
-    stream that found its subject on two frames tracked it (its detector skipped) on at least one."""
+    every frame is processed (the detector ran or was skipped) or shed whole; the detector is skipped only
+    on a frame that tracked an instance; every request ends with one status; a stream that found its
+    subject on two frames tracked it from the first into a later one. Whether the detector also ran on a
+    tracked frame depends on the host's speed (the optional search for a second hand runs when the frame
+    has time), so no count of detector runs is asserted."""
     out = tmp_path / "summary.json"
     proc = subprocess.run(
         [sys.executable, "-m", "edgert.cli", "run", "xr-demo", "--seconds", "3", "--quiet",
@@ -61,9 +65,12 @@ def test_xr_demo_default_camera_finds_and_tracks_every_stream(tmp_path, mediapip
         assert m["failed"] == 0, name
     for name in ("hands", "face", "pose"):
         s = streams[name]
-        assert s["frames"] > 0 and s["detector_runs"] + s["frames_tracked"] + s["frames_shed"] == s["frames"], s
-        if round(s["found_mean"] * (s["frames"] - s["frames_shed"])) >= 2:
-            assert s["frames_tracked"] >= 1, (name, s)
+        processed = s["frames"] - s["frames_shed"]
+        assert s["frames"] > 0 and s["detector_ran"] + s["detector_skipped"] == processed, s
+        assert s["detector_skipped"] <= s["tracked"] <= processed, s
+        most = 2 if name == "hands" else 1                  # instances one frame can hold
+        if round(s["found_mean"] * processed) > most:       # so found on two frames or more
+            assert s["tracked"] >= 1, (name, s)
         assert 0.0 < s["found_mean"] <= (2 if name == "hands" else 1), s   # the sample scene shows each
     assert streams["segmentation"]["found_mean"] <= 1.0
     assert "sample scene" in proc.stdout
@@ -97,7 +104,9 @@ def test_unknown_app_says_did_you_mean():
 
 @pytest.mark.slow
 def test_xr_demo_tracks_a_video_and_draws_it(tmp_path, mediapipe_dir):
-    """--video of a moving hand: tracking holds, hands are found, --show and --snapshot are written."""
+    """--video of a moving hand: the hand is found and tracked from frame to frame, --show and --snapshot
+    are written. (Whether the palm detector also searched for a second hand on the tracked frames depends
+    on the host's speed: not asserted.)"""
     import argparse
 
     import cv2
@@ -117,7 +126,9 @@ def test_xr_demo_tracks_a_video_and_draws_it(tmp_path, mediapipe_dir):
                             plot=None, show=str(show), snapshot=str(snap))
     assert xr_demo.main_from_args(ns) == 0
     hands = json.loads(out.read_text())["per_stream"]["hands"]
-    assert hands["frames_tracked"] > 0 and hands["detector_runs"] < hands["frames"]
+    processed = hands["frames"] - hands["frames_shed"]
+    assert hands["found_mean"] > 0 and hands["tracked"] >= 1, hands
+    assert hands["detector_ran"] + hands["detector_skipped"] == processed and hands["tracked"] <= processed
     assert cv2.imread(str(snap)) is not None
     cap = cv2.VideoCapture(str(show))
     assert cap.read()[0]

@@ -27,7 +27,7 @@ def test_a_dropped_landmark_request_keeps_the_region_and_skips_the_detector(rt):
     again = px.process(frame)
     assert not again.stages["pose_detection"].ran, "the unlooked-at region was forgotten"
     assert len(again.poses) == 1
-    assert px.counts()["pose"] == {"detector_runs": 1, "frames_tracked": 2}
+    assert px.counts()["pose"] == {"detector_ran": 1, "tracked": 2, "detector_skipped": 2}
 
 
 def test_a_region_unlooked_at_for_more_than_max_unseen_frames_goes_back_to_the_detector(rt):
@@ -39,7 +39,7 @@ def test_a_region_unlooked_at_for_more_than_max_unseen_frames_goes_back_to_the_d
         assert not r.stages["pose_detection"].ran and r.stages["pose_landmark"].status == "dropped"
     back = px.process(frame)
     assert back.stages["pose_detection"].ran and len(back.poses) == 1
-    assert px.counts()["pose"] == {"detector_runs": 2, "frames_tracked": MAX_UNSEEN + 1}
+    assert px.counts()["pose"] == {"detector_ran": 2, "tracked": MAX_UNSEEN + 1, "detector_skipped": MAX_UNSEEN + 1}
 
 
 def test_static_image_mode_keeps_nothing_after_a_drop(rt):
