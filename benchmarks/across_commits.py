@@ -8,7 +8,7 @@
 paths, the simulator's driver) lands: the simulator's speed, the added cost per request, CPU
 concurrency, the recursion benchmark and LoadGen, HEAD's working tree against ``--before``.
 
-Checks the ``--before`` commit out into a temporary git worktree and runs each
+Checks the ``--before`` commit out into a temporary checkout and runs each
 benchmark's own script in both trees, alternating before / after in every round so
 both sides see the same machine state (the host is noisy). Each run is a fresh
 process whose imports come from its own tree (``PYTHONPATH`` = that tree). The

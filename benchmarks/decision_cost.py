@@ -5,7 +5,7 @@ the live dispatch path. The snapshot is a realistic mid-burst state: 10
 pending XR requests (5 models, 3 frames of some streams, one cascade stage,
 deadlines 16.7–333 ms), 5 processors (cpu, gpu, dsp, npu, cloud) of which
 three are busy, the real LatencyEstimator. Several snapshot variants (which
-processors are busy, ``now``) are cycled so no single branch is measured.
+processors are busy, ``now``) are cycled so no single code path is measured.
 
 Each policy: ``repeat`` rounds of ``number`` calls, report the best round
 (least disturbed by other processes) and the median round, in µs per call.

@@ -269,7 +269,7 @@ def main() -> int:
     ap.add_argument("--users", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--parts", nargs="+", default=["demo", "users", "backends", "ort_threads", "mediapipe"])
     ap.add_argument("--baseline", type=Path, default=None, metavar="CHECKOUT",
-                    help="also run the demo of another checkout (e.g. the main branch), alternating with this one")
+                    help="also run the demo of another checkout (e.g. an older commit), alternating with this one")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "memory.md"))
     args = ap.parse_args()
     host = host_line()

@@ -33,7 +33,7 @@ def cnn(tmp_path: Path) -> Path:
 
 
 class InstancesOnCpuDouble(OrtDelegate):
-    """Test double: ORT's CPU EP standing in for a GPU path that serves instances, so the GPU branch of
+    """Test double: ORT's CPU EP standing in for a GPU path that serves instances, so the GPU code path of
     ``edgert profile`` runs (and measures real sessions) on a host without a GPU."""
 
     def __init__(self) -> None:

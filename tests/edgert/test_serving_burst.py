@@ -52,7 +52,7 @@ def test_a_deadline_that_fits_half_drops_the_rest_on_arrival() -> None:
             dropped = [r for r in res if r.status == "dropped"]
             assert len(res) == 12 and all(r.status in ("ok", "late", "dropped") for r in res)
             on_arrival = [r for r in dropped if BEHIND_REASON in str(r.error)]
-            # about half: the estimate says 6 fit; a shared host's slower runs move the estimate of round 2
+            # about half: the estimate says 6 fit; a shared host's slower runs move the estimate of the second pass
             # (the exact count is the simulator's test: tests/scheduler/test_sim_burst.py)
             assert 2 <= len(on_arrival) <= 11, [(r.status, str(r.error)) for r in res]
             # dropped on arrival: at once, not after waiting behind the others (a run is ~10 ms)

@@ -1,6 +1,6 @@
 """edgert's lone-request decisions (``EdgertPolicy._lone``, ``_best_effort``) against its general path.
 
-The lone branch is a shortcut taken for every sync call: it must give the same assignments and leave the
+The lone path is a shortcut taken for every sync call: it must give the same assignments and leave the
 policy in the same state as the general path on every snapshot it answers. Random snapshots, both paths on
 copies of one policy; a test double (``_general_only``) switches the shortcut off.
 """
