@@ -323,8 +323,8 @@ def main() -> int:
     if "ort_threads" in args.parts:
         r = ort_threads()
         notes.append(f"ONNX Runtime CPU EP, generated CNN, one intra-op thread: one thread {r['one_thread']:.0f} runs/s; "
-                     f"two threads on one shared session {r['shared_2_threads']:.0f} runs/s "
-                     f"({r['shared_2_threads'] / r['one_thread']:.2f}x); two threads on two sessions "
+                     f"two threads on one shared session: {r['shared_2_threads']:.0f} runs/s "
+                     f"({r['shared_2_threads'] / r['one_thread']:.2f}x); two threads on two sessions: "
                      f"{r['two_sessions']:.0f} runs/s ({r['two_sessions'] / r['one_thread']:.2f}x). "
                      f"Shared / separate = {r['shared_2_threads'] / r['two_sessions']:.2f}.")
         print(notes[-1], flush=True)

@@ -142,7 +142,7 @@ def admission_part(n: int, rounds: int) -> list[list[str]]:
         det = rt.load(data, name="det", slo_ms=60_000.0)
         for r in range(rounds):
             res = [f.result() for f in [det.submit(x) for _ in range(n)]]
-            rows.append([f"60 s, round {r + 1}", str(n), str(sum(q.status == "ok" for q in res)),
+            rows.append([f"60 s, run {r + 1}", str(n), str(sum(q.status == "ok" for q in res)),
                          str(sum(q.status == "late" for q in res)), str(sum(q.status == "dropped" for q in res)),
                          "-", "-"])
         run_ms = rt.estimator.expected_ms("det", "cpu0") or 0.0
@@ -151,7 +151,7 @@ def admission_part(n: int, rounds: int) -> list[list[str]]:
             res = [f.result() for f in [half.submit(x) for _ in range(2 * 10)]]
             arrival = [q for q in res if q.status == "dropped" and BEHIND_REASON in str(q.error)]
             later = [q for q in res if q.status == "dropped" and q not in arrival]
-            rows.append([f"{10.5 * run_ms:.0f} ms (10.5 runs), round {r + 1}", "20",
+            rows.append([f"{10.5 * run_ms:.0f} ms (10.5 runs), run {r + 1}", "20",
                          str(sum(q.status == "ok" for q in res)), str(sum(q.status == "late" for q in res)),
                          f"{len(arrival)} on arrival + {len(later)} later",
                          f"{max((q.latency_ms for q in arrival), default=0.0):.2f}",
