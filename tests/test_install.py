@@ -3,7 +3,7 @@ names the extra.
 
 A core-only install is reproduced in a subprocess whose import system refuses the optional packages
 (``BLOCKER`` below), so the product code meets exactly the ModuleNotFoundError a clean venv gives it.
-The real fresh-venv check (``pip install .`` in a new venv) is in the README's "Install" section.
+The real fresh-venv check (``pip install .`` in a new venv) is described in docs/install.md.
 """
 
 from __future__ import annotations
