@@ -9,7 +9,7 @@ process that spins forever are pinned to the same core, so the tests get about h
     python tools/slow_host.py --no-hog tests/apps   # one core, no busy process
 
 Arguments after the options go to pytest (default: ``tests/apps -q``). Exits with pytest's status.
-The busy process is stopped by its pid when pytest ends, however it ends. Linux only
+The busy process is stopped by its pid when pytest ends, however it ends (SIGTERM included). Linux only
 (``os.sched_setaffinity``).
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -43,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.core not in os.sched_getaffinity(0):
         ap.error(f"--core {args.core}: not one of this process's cores {sorted(os.sched_getaffinity(0))}")
     pytest_args = rest or ["tests/apps", "-q"]
+    # stopped by a signal (timeout, kill): unwind, so pytest and the busy process are stopped too
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     hog = None if args.no_hog else subprocess.Popen([sys.executable, "-c", HOG], preexec_fn=_pinned(args.core))
     try:
         print(f"slow host: pytest {' '.join(pytest_args)} on core {args.core}"
