@@ -179,6 +179,7 @@ def cloud_stack(tmp: Path) -> Iterator[tuple[Mosquitto, Path, WorkerProc]]:
         broker.stop()
 
 
+@needs_mosquitto
 def test_mosquitto_helper_restarts_on_the_same_port(tmp_path: Path) -> None:
     b = Mosquitto(tmp_path)
     try:
