@@ -92,6 +92,8 @@ def _devices(args: argparse.Namespace) -> int:
             + ("" if args.verbose else " Full reasons: edgert devices --verbose (or --json)."),
             "prec = the arithmetic a path computes in (fp32, tf32, fp16, int8, mixed); "
             "force fp32 with the path's option force_fp32 (edgert devices --json: force_fp32).",
+            *(f"{i.name}: its {i.processor} is a software adapter ({i.adapter}) that computes on this host's CPU "
+              "cores; delegates=\"auto\" leaves it out, naming it opts in" for i in infos if i.software),
             power_counters().line(), pid_summary(), *(f"warning: {sh.line()}" for sh in shadows)]
     print(render([*cols, Column("reason" if args.verbose else "why not", "<", wrap=True)], rows,
                  title="edgert delegate paths on this host", total=total, footer=foot))
