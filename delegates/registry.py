@@ -32,6 +32,7 @@ FAMILIES: tuple[str, ...] = (
     "delegates.litert_compiled",  # LiteRT CompiledModel GPU / NPU flags
     "delegates.onnxrt",           # ORT CPU, XNNPACK, CUDA, TensorRT(+DLA), NNAPI, CoreML, OpenVINO
     "delegates.ort_qnn",          # ORT QNN (htp as npu, gpu), plugin or built-in form
+    "delegates.ort_webgpu",       # ORT WebGPU plugin EP (Dawn)
 )
 
 #: Processor kinds that name every available path of that kind in :func:`resolve`.

@@ -140,3 +140,20 @@ def test_a_path_below_fp32_whose_outputs_are_all_flat_cannot_be_judged_and_is_ex
     with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=1) as rt:   # an fp32 path is not judged on it
         rt.load(model, name="fp32", tolerance=1e-3)
         assert "excluded" not in rt.stats()["fp32"]
+
+
+def test_the_command_line_says_which_paths_the_check_keeps(cnn) -> None:
+    import json
+    import subprocess
+    import sys
+
+    def ask(*extra: str) -> list[dict]:
+        proc = subprocess.run([sys.executable, "-m", "edgert.cli", "devices", "--check", str(cnn["onnx"]),
+                               "--delegates", "ort-cpu", "--json", *extra], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    (row,) = ask()
+    assert (row["path"], row["precision"], row["verdict"]) == ("ort-cpu", "fp32", "not checked")
+    (row,) = ask("--tolerance", "1e-3")
+    assert row["verdict"] == "kept" and row["error"] == 0.0
