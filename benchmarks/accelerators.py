@@ -169,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"XR landmarks on {'+'.join(use)}: mean {pct:.4f} % of the diagonal, {missing} instance(s) differ")
         xr_rows.append(f"| {'+'.join(use)} | {pct:.4f} | {missing} | {args.frames} sample-scene frames |")
-    notes = [host_line(), "Command: `python benchmarks/accelerators.py` "
+    notes = [host_line(), "Command: `python benchmarks/accelerators.py"
+             + (f" --paths {args.paths}" if args.paths else "") + "` "
              f"(runs {args.runs}, frames {args.frames}). err = max |path - fp32 CPU| / output range; "
              "x cpu = fp32 CPU ms / path ms (one thread each).",
              f"Contract failures: {len(failures)}." + (" " + "; ".join(failures) if failures else "")]
