@@ -109,7 +109,8 @@ class WebGpuOrtDelegate(OrtDelegate):
         return None
 
     def _configure_session(self, so: Any, threads: int) -> list[Any] | None:
-        so.add_provider_for_devices(self._devices(_import_ort()), {k: str(v) for k, v in self.provider_options.items()})
+        opts = {k: str(v) for k, v in self.provider_options.items()}
+        so.add_provider_for_devices(self._devices(_import_ort()), opts)
         return None
 
 

@@ -106,8 +106,9 @@ def _why_not(d: Delegate) -> str:
 def resolve(spec: str | Iterable[str] = "auto",
             options: Mapping[str, Mapping[str, Any]] | None = None) -> list[Delegate]:
     """The delegates to use: ``"auto"`` = every available one that is neither emulated nor on a software
-    adapter (:attr:`Delegate.software`), but for second paths to one engine (``in_auto = False``), ``"cpu"`` / ``"gpu"`` / ``"npu"`` / ``"dsp"`` = those of ``"auto"`` on that
-    processor kind, or the named ones (in order).
+    adapter (:attr:`Delegate.software`), but for second paths to one engine (``in_auto = False``);
+    ``"cpu"`` / ``"gpu"`` / ``"npu"`` / ``"dsp"`` = those of ``"auto"`` on that processor kind; or the
+    named ones (in order).
 
     Args:
         spec: ``"auto"``, one name, or names from ``edgert devices``.

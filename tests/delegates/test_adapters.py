@@ -28,7 +28,8 @@ def run_py(code: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_software_and_hardware_are_told_apart_and_hardware_comes_first() -> None:
-    found = _adapters._parse({"adapters": [{"name": "llvmpipe", "type": "cpu"}, {"name": "Adreno 740", "type": "integrated"}]})
+    found = _adapters._parse({"adapters": [{"name": "llvmpipe", "type": "cpu"},
+                                           {"name": "Adreno 740", "type": "integrated"}]})
     assert found is not None
     assert [a.name for a in found.adapters] == ["Adreno 740", "llvmpipe"]
     assert not found.software_only and [a.name for a in found.software] == ["llvmpipe"]
@@ -62,7 +63,8 @@ def test_a_failed_probe_is_not_cached(tmp_path: Path, monkeypatch: pytest.Monkey
     """Test double for the child probe: it crashes once."""
     monkeypatch.setenv("EDGERT_CACHE", str(tmp_path))
     monkeypatch.setattr(_adapters, "_memo", {})
-    monkeypatch.setattr(_adapters, "_probe_in_child", lambda: Adapters(error=f"{_adapters.PROBE_FAILED} failed (exit 1)"))
+    crashed = Adapters(error=f"{_adapters.PROBE_FAILED} failed (exit 1)")
+    monkeypatch.setattr(_adapters, "_probe_in_child", lambda: crashed)
     assert vulkan_adapters().error and not (tmp_path / "adapters.json").exists()
 
 
