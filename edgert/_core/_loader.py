@@ -87,6 +87,7 @@ def _open(lm: LoadedModel, workers: Sequence[Worker], allowed: tuple[str, ...] |
             note_precision(d.name, getattr(s, "precision", "fp32"))
             if accept is not None and (why := accept(d, s)) is not None:
                 s.close()
+                give_back_freed()   # an excluded path holds no memory (a GPU session frees ~50-160 MB here)
                 if excluded is not None:
                     excluded[d.name] = why
                 errors.setdefault((d.name, f"excluded by the model's tolerance: {why}"), []).append(w.name)
