@@ -92,3 +92,15 @@ def test_devices_names_the_software_adapter_and_keeps_the_gpu_processor() -> Non
     assert row["tolerance"] <= 0.05 and "CPU cores" in row["reason"]
     table = subprocess.run([sys.executable, "-m", "edgert.cli", "devices"], capture_output=True, text=True, timeout=120)
     assert "software adapter" in table.stdout and "computes on this host's CPU" in table.stdout.replace("\n  ", " ")
+
+
+def test_ci_installs_the_software_driver_from_the_machines_own_apt_sources() -> None:
+    """.ci/run installs lavapipe (mesa-vulkan-drivers >= 24, from bookworm-backports on Debian 12) and
+    derives that suite from the machine's own sources: no host is written in the repo."""
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
+    block = text[text.index("need_mesa()"):text.index('python -m pip install')]
+    assert "libvulkan1" in block and "mesa-vulkan-drivers" in block and '"$v" -lt 24' in block
+    assert "debian.sources" in block and "Suites: bookworm-backports" in block
+    assert not re.search(r"https?://", block), "a host is named in .ci/run's Vulkan step"
