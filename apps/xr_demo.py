@@ -292,7 +292,8 @@ def main_from_args(args: argparse.Namespace) -> int:
                         offload=offload, trace=args.trace, cpu_workers=args.cpu_workers) as rt:
         session = XRSession(rt, models_dir=_models_dir(args), users=getattr(args, "users", 1))
         writer = ShowWriter(args.show, session.last_results, CAMERA_FPS) if args.show else None
-        title = f"edgert xr-demo: scheduler {rt.scheduler} on {', '.join(rt.processors)}, {source}"
+        procs = ", ".join(f"{p} (a software adapter: the CPU cores)" if p.endswith("-sw") else p for p in rt.processors)
+        title = f"edgert xr-demo: scheduler {rt.scheduler} on {procs}, {source}"
         live = _live_display(args, total)
         session_run(session, frames, args.seconds, writer, live,
                     lambda elapsed: report_text(summarize(rt.stats(), elapsed, session), rt.processors,

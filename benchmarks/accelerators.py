@@ -4,6 +4,9 @@ For every available delegate path (the probe decides; ``litert-compiled-cpu`` on
 ``litert-compiled-gpu`` / ``ort-cuda`` where a GPU is) x the XR demo's MediaPipe models and the
 repo's generated ONNX (and TFLite) networks:
 
+* refused: the path would not take the model at load: its compiler refuses an op or a shape, or,
+  for a path below fp32, ``rt.load``'s default accuracy check (error > 0.01 of the range on the
+  check's sample, or every output flat on it) excludes it, with the reason;
 * contract: the session's output names, shapes and dtypes equal the backend's own (LiteRT's
   ``Interpreter`` / ONNX Runtime's CPU ``InferenceSession``, called directly; shapes compared as
   tuples), and its values lie within the path's declared tolerance (``delegates.base.TOLERANCE``,
@@ -42,7 +45,7 @@ from delegates.base import TOLERANCE, Artifact, Delegate  # noqa: E402
 from delegates.errors import EdgeRTError, ModelLoadError  # noqa: E402
 from delegates.registry import all_delegates  # noqa: E402
 from edgert import models as zoo  # noqa: E402
-from edgert._core._accuracy import REFERENCE  # noqa: E402
+from edgert._core._accuracy import DEFAULT_TOLERANCE, REFERENCE, AccuracyCheck  # noqa: E402
 from edgert.testing.direct import XR_MODELS, contract_break, contract_cases  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "accelerators.md"
@@ -66,6 +69,12 @@ def check_path(d: Delegate, label: str, art: Artifact, feeds: dict[str, np.ndarr
         s = d.open(art, threads=1)
     except ModelLoadError as exc:
         return "refused", str(exc).split(": ", 1)[-1][:90], None, None
+    if s.precision != "fp32":   # rt.load's default accuracy check refuses the path, as the runtime would
+        check = AccuracyCheck(label, [art], DEFAULT_TOLERANCE, None, None, every_path=False)
+        why = check(d, s)
+        if why is not None:
+            s.close()
+            return "refused", f"accuracy check ({check.cost_ms:.0f} ms): {why}"[:160], check.errors.get(d.name), None
     try:
         ordered = [feeds[spec.name] for spec in s.inputs]
         got = s.run(ordered)
@@ -160,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"XR landmarks on {'+'.join(use)}: mean {pct:.4f} % of the diagonal, {missing} instance(s) differ")
         xr_rows.append(f"| {'+'.join(use)} | {pct:.4f} | {missing} | {args.frames} sample-scene frames |")
-    notes = [host_line(), "Command: `python benchmarks/accelerators.py` "
+    notes = [host_line(), "Command: `python benchmarks/accelerators.py"
+             + (f" --paths {args.paths}" if args.paths else "") + "` "
              f"(runs {args.runs}, frames {args.frames}). err = max |path - fp32 CPU| / output range; "
              "x cpu = fp32 CPU ms / path ms (one thread each).",
              f"Contract failures: {len(failures)}." + (" " + "; ".join(failures) if failures else "")]

@@ -94,6 +94,11 @@ class DelegateInfo:
     formats: tuple[str, ...] = ()
     precision: str = "fp32"
     force_fp32: str = ""
+    #: True when the path's processor is a software adapter (a Vulkan device of type CPU, such as
+    #: lavapipe): it keeps its processor kind but computes on the CPU cores.
+    software: bool = False
+    #: The adapter the path would run on ("" when it has none to name).
+    adapter: str = ""
 
     @property
     def tolerance(self) -> float:
@@ -102,10 +107,12 @@ class DelegateInfo:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready dict: name, processor, backend, available, reason, formats, precision, tolerance,
-        force_fp32 (how to force fp32 on this path; "" when it computes in fp32 or cannot)."""
+        force_fp32 (how to force fp32 on this path; "" when it computes in fp32 or cannot), software
+        (True when it computes on the CPU cores through a software adapter) and, where known, adapter."""
         return {"name": self.name, "processor": self.processor, "backend": self.backend,
                 "available": self.available, "reason": self.reason, "formats": list(self.formats),
-                "precision": self.precision, "tolerance": self.tolerance, "force_fp32": self.force_fp32}
+                "precision": self.precision, "tolerance": self.tolerance, "force_fp32": self.force_fp32,
+                "software": self.software, **({"adapter": self.adapter} if self.adapter else {})}
 
 
 class Session(ABC):
@@ -201,6 +208,11 @@ class Delegate(ABC):
     force_fp32_note: str = ""
     #: Whether ``"auto"`` includes it (False for a second path to an engine another path gives).
     in_auto: bool = True
+    #: True when its processor is a software adapter that computes on the CPU cores (lavapipe): never
+    #: in ``"auto"``, used only when named. Answered without loading a driver (:mod:`delegates._adapters`).
+    software: bool = False
+    #: The adapter it would run on, "" when it has none to name.
+    adapter: str = ""
 
     #: The cached probe result (``_UNPROBED`` until the first :meth:`probe`).
     _probed: object = None
@@ -244,8 +256,12 @@ class Delegate(ABC):
     def info(self) -> DelegateInfo:
         """Probe and describe this delegate."""
         reason = self.probe()
-        return DelegateInfo(self.name, self.processor, self.backend, reason is None, reason or "", self.formats,
-                            self.precision, self.force_fp32_note)
+        software = self.software
+        if reason is None and software:
+            reason = (f"software adapter, computes on the CPU cores: {self.adapter or 'unnamed'}; "
+                      f"not used by delegates=\"auto\", name it to use it")
+        return DelegateInfo(self.name, self.processor, self.backend, self.probe() is None, reason or "",
+                            self.formats, self.precision, self.force_fp32_note, software, self.adapter)
 
 
 def force_fp32_flag(options: dict[str, Any]) -> bool | None:

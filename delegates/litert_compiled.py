@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from delegates._adapters import vulkan_adapters
 from delegates._foreign import LITERT_ERRORS
 from delegates._native import capture_native_stderr, native_quiet
 from delegates._probe_models import tflite_probe
@@ -69,32 +70,25 @@ def _untraced(exc: _E) -> _E:
 
 
 def quiet_at_exit() -> None:
-    """Once per process: silence fd 2 for the interpreter's final teardown, unless native INFO lines are
-    wanted (``edgert.native`` at INFO, e.g. ``edgert -v``).
+    """Once per process: at exit, keep LiteRT's native log lines off stderr but nothing else, unless
+    native INFO lines are wanted (``edgert.native`` at INFO, e.g. ``edgert -v``).
 
     LiteRT's process-wide environment is a C++ static destroyed after Python has finished, and its
-    destructor logs "DestroyAccelerator" at INFO for every accelerator; nothing else writes to stderr
-    that late but Python's own "Exception ignored" notes from interpreter shutdown, which are lost.
+    destructor logs "DestroyAccelerator" at INFO for every accelerator. fd 2 is not pointed at
+    /dev/null for that (it would swallow the application's own ``atexit`` writes and Python's last
+    notes too): it becomes a pipe into a small filter process (:mod:`delegates._exit_filter`) that
+    copies every line to the real stderr but native log lines (:data:`delegates._native.NATIVE_LINE`),
+    and ends when the process's last write end closes.
     """
     global _exit_hook
     if _exit_hook:
         return
     _exit_hook = True
     import atexit  # noqa: PLC0415
-    import logging  # noqa: PLC0415
-    import os  # noqa: PLC0415
-    import sys  # noqa: PLC0415
 
-    def _silence() -> None:
-        if logging.getLogger("edgert.native").isEnabledFor(logging.INFO):
-            return
-        with contextlib.suppress(OSError, ValueError):
-            sys.stderr.flush()
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, 2)
-            os.close(null)
+    from delegates._exit_filter import filter_stderr_at_exit  # noqa: PLC0415
 
-    atexit.register(_silence)
+    atexit.register(filter_stderr_at_exit)
 
 
 def dynamic_tensors(data: bytes) -> list[str]:
@@ -262,6 +256,20 @@ class CompiledModelDelegate(Delegate):
         if force is not None:
             self.force_fp32 = force and self.accelerator == "GPU"
 
+    @property
+    def software(self) -> bool:  # type: ignore[override]
+        """GPU: True when every Vulkan adapter here is software (lavapipe, SwiftShader), so that LiteRT's
+        WebGPU accelerator would compute on the CPU cores; asked of a child process, never of this one
+        (:func:`delegates._adapters.vulkan_adapters`). A hardware adapter beside it is the one used."""
+        return self.accelerator == "GPU" and vulkan_adapters().software_only
+
+    @property
+    def adapter(self) -> str:  # type: ignore[override]
+        """GPU: the Vulkan adapter LiteRT's accelerator would use (hardware first), "" when none is found."""
+        if self.accelerator != "GPU":
+            return ""
+        ads = vulkan_adapters().adapters
+        return ads[0].name if ads else ""
 
     @property
     def _telling(self) -> str:

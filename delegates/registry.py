@@ -32,6 +32,7 @@ FAMILIES: tuple[str, ...] = (
     "delegates.litert_compiled",  # LiteRT CompiledModel GPU / NPU flags
     "delegates.onnxrt",           # ORT CPU, XNNPACK, CUDA, TensorRT(+DLA), NNAPI, CoreML, OpenVINO
     "delegates.ort_qnn",          # ORT QNN (htp as npu, gpu), plugin or built-in form
+    "delegates.ort_webgpu",       # ORT WebGPU plugin EP (Dawn)
 )
 
 #: Processor kinds that name every available path of that kind in :func:`resolve`.
@@ -95,11 +96,19 @@ def describe() -> list[DelegateInfo]:
     return [d.info() for d in all_delegates().values()]
 
 
+def _why_not(d: Delegate) -> str:
+    """Why ``d`` is not in ``"auto"``, shortened (a software adapter says so without probing it)."""
+    if getattr(d, "software", False):
+        return f"a software adapter ({d.adapter or 'unnamed'}) that computes on the CPU cores; name it to use it"
+    return re.split(r" [(]|; ", d.probe() or "not in auto")[0]
+
+
 def resolve(spec: str | Iterable[str] = "auto",
             options: Mapping[str, Mapping[str, Any]] | None = None) -> list[Delegate]:
-    """The delegates to use: ``"auto"`` = every available, non-emulated one (but for second paths to one
-    engine, ``in_auto = False``), ``"cpu"`` / ``"gpu"`` / ``"npu"`` / ``"dsp"`` = those of ``"auto"`` on that
-    processor kind, or the named ones (in order).
+    """The delegates to use: ``"auto"`` = every available one that is neither emulated nor on a software
+    adapter (:attr:`Delegate.software`), but for second paths to one engine (``in_auto = False``);
+    ``"cpu"`` / ``"gpu"`` / ``"npu"`` / ``"dsp"`` = those of ``"auto"`` on that processor kind; or the
+    named ones (in order).
 
     Args:
         spec: ``"auto"``, one name, or names from ``edgert devices``.
@@ -117,13 +126,13 @@ def resolve(spec: str | Iterable[str] = "auto",
         # usable by name, but "auto" must not count it as a processor of its own.
         # A second path to an engine another path already gives (litert-compiled-cpu is XNNPACK, as
         # litert-xnnpack is) says in_auto = False: usable by name, not warmed up twice per model.
-        return [d for d in known.values() if d.probe() is None and not getattr(d, "emulated", False)
-                and getattr(d, "in_auto", True)]
+        # A software adapter (lavapipe) is asked first, before a probe would load its driver here.
+        return [d for d in known.values() if not getattr(d, "software", False) and d.probe() is None
+                and not getattr(d, "emulated", False) and getattr(d, "in_auto", True)]
     if isinstance(spec, str) and spec in PROCESSOR_KINDS:
         kind = [d for d in resolve("auto") if d.processor == spec]
         if not kind:
-            why = "; ".join(f"{d.name}: {re.split(r' [(]|; ', d.probe() or 'not in auto')[0]}"
-                            for d in known.values() if d.processor == spec)
+            why = "; ".join(f"{d.name}: {_why_not(d)}" for d in known.values() if d.processor == spec)
             raise DelegateUnavailable(spec, f"no {spec} path is available here ({why}); "
                                             "edgert devices --verbose says why in full")
         return kind

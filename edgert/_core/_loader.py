@@ -19,7 +19,7 @@ from delegates.sharing import shared_session
 from edgert._core._memory import ResidentGrowth, give_back_freed
 from edgert._core._model import LoadedModel
 from edgert._core._result import note_precision
-from edgert._core._worker import Worker
+from edgert._core._worker import Worker, cores
 from edgert.errors import (
     ConfigError,
     DelegateUnavailable,
@@ -87,6 +87,7 @@ def _open(lm: LoadedModel, workers: Sequence[Worker], allowed: tuple[str, ...] |
             note_precision(d.name, getattr(s, "precision", "fp32"))
             if accept is not None and (why := accept(d, s)) is not None:
                 s.close()
+                give_back_freed()   # an excluded path holds no memory (a GPU session frees ~50-160 MB here)
                 if excluded is not None:
                     excluded[d.name] = why
                 errors.setdefault((d.name, f"excluded by the model's tolerance: {why}"), []).append(w.name)
@@ -182,6 +183,31 @@ def check_delegate_names(names: Sequence[str] | str | None, mine: Sequence[Deleg
             raise ConfigError(f"delegate {n!r} is available but this runtime was created without it; "
                               f"pass delegates=[..., {n!r}] to edgert.Runtime")
     return tuple(names)
+
+
+def cpu_slots(delegates: Sequence[Delegate], cpu_workers: int | None) -> int | None:
+    """The CPU workers to make: ``cpu_workers`` when given; by default (None: one per core) one fewer per
+    processor kind whose paths all run on a software adapter (:attr:`Delegate.software`, e.g. lavapipe
+    named explicitly), since that processor computes on the same cores: the runtime then runs at most
+    one invocation per core. At least one CPU worker stays where there are cpu paths."""
+    if cpu_workers is not None:
+        return cpu_workers
+    software = {k for k in {d.processor for d in delegates if d.processor != "cpu"}
+                if all(getattr(d, "software", False) for d in delegates if d.processor == k)}
+    if not software or not any(d.processor == "cpu" for d in delegates):
+        return None
+    return max(1, cores() - len(software))
+
+
+def name_software_workers(workers: Sequence[Worker]) -> None:
+    """Rename a worker whose every path runs on a software adapter from its kind (``gpu``) to
+    ``<kind>-sw`` (``gpu-sw``): ``Runtime.processors`` says ``gpu`` only for a hardware GPU. Its kind
+    stays, so policies and profiles treat it as the GPU code path it is."""
+    for w in workers:
+        if w.kind != "cpu" and w.delegates and all(getattr(d, "software", False) for d in w.delegates):
+            w.name = f"{w.kind}-sw"
+            w.peers = (w.name,)
+            w.idle_view = w.idle_view._replace(name=w.name)
 
 
 def resolve_delegates(spec: str | Sequence[str | Delegate]) -> list[Delegate]:

@@ -30,6 +30,8 @@ from edgert._core._frame import Frame, current_frame
 from edgert._core._accuracy import accuracy_check
 from edgert._core._loader import (
     check_delegate_names,
+    cpu_slots,
+    name_software_workers,
     open_on_workers,
     profiled_ms,
     resolve_delegates,
@@ -90,7 +92,8 @@ class Runtime(Dispatcher):
         self._next_frame = 0
         self._trace = TraceWriter(trace) if trace is not None else None
         self._delegates = resolve_delegates(delegates)
-        workers = make_workers(self._delegates, cpu_workers, self._lock)
+        workers = make_workers(self._delegates, cpu_slots(self._delegates, cpu_workers), self._lock)
+        name_software_workers(workers)   # a software adapter's worker is gpu-sw, never gpu
         if offload not in (None, "off"):
             from edgert.offload._worker import make_cloud_worker  # noqa: PLC0415 - optional path
 
@@ -105,7 +108,8 @@ class Runtime(Dispatcher):
     # -- public API --------------------------------------------------------------------
     @property
     def processors(self) -> list[str]:
-        """Worker names, e.g. ``['cpu0', 'cpu1', 'gpu']``."""
+        """Worker names, e.g. ``['cpu0', 'cpu1', 'gpu']``; a software adapter named explicitly (lavapipe)
+        is ``gpu-sw`` and takes one core's CPU worker by default (it computes on those cores)."""
         return [w.name for w in self._workers]
 
     @property
@@ -115,7 +119,8 @@ class Runtime(Dispatcher):
 
     def load(self, source: Any, name: str | None = None, slo_ms: float | None = None, *,
              format: str | None = None, delegates: Sequence[str] | None = None,
-             then: Sequence[str] = (), tolerance: float | None = None, sample: Any = None) -> Model:
+             then: Sequence[str] = (), tolerance: float | None = None, sample: Any = None,
+             check_accuracy: bool = True) -> Model:
         """Load a model on every processor that can run it, warm it up and seed the estimator.
 
         Args:
@@ -132,7 +137,9 @@ class Runtime(Dispatcher):
                 candidate path is checked once against the fp32 CPU answer on ``sample`` (default: a
                 deterministic one), and one beyond it is not used for this model
                 (``rt.stats()[name]["excluded"]`` says why; see :mod:`edgert._core._accuracy`).
-            sample: the input to check ``tolerance`` on (as for a call).
+                Without it, every path below fp32 is checked at 0.01 of the range (the default check).
+            sample: the input the accuracy check runs on (as for a call).
+            check_accuracy: False turns the accuracy check off (every candidate path is used unchecked).
 
         Raises:
             ModelLoadError: missing or corrupt file, or no delegate here can run it.
@@ -156,7 +163,7 @@ class Runtime(Dispatcher):
         allowed_d = check_delegate_names(delegates, self._delegates)
         lm = LoadedModel(name, arts, (), (), slo_ms)
         lm.then = tuple(then)
-        check = accuracy_check(lm, tolerance, sample)
+        check = accuracy_check(lm, tolerance, sample, check_accuracy)
         excluded: dict[str, str] = {}
         opened = open_on_workers(lm, self._workers, allowed_d, self._delegates, self._warmup_runs, check, excluded)
         profiled = profiled_ms(self._profile, name, self._workers)
@@ -170,7 +177,7 @@ class Runtime(Dispatcher):
             if allowed_d is not None:
                 lm.allowed = tuple(w.name for w, *_ in opened)
             self._models[name] = lm
-            self._stats[name] = ModelStats(excluded=excluded)
+            self._stats[name] = ModelStats(excluded=excluded, accuracy=check.summary() if check else None)
         return Model(self, lm)
 
     @contextmanager

@@ -25,6 +25,8 @@ class ModelStats:
     latencies_ms: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     #: Paths the model's accuracy tolerance excluded at load: delegate name -> reason.
     excluded: dict[str, str] = field(default_factory=dict)
+    #: The load's accuracy check, when it compared a path: tolerance, errors per path, check_ms.
+    accuracy: dict[str, Any] | None = None
 
     def add(self, status: str, processor: str, latency_ms: float) -> None:
         """Count one finished request."""
@@ -38,7 +40,8 @@ class ModelStats:
 
     def summary(self) -> dict[str, Any]:
         """requests, ok, late, dropped, failed, p50_ms, p99_ms, slo_met_rate, by_processor, and
-        ``excluded`` (delegate -> reason) when the model's tolerance excluded a path."""
+        ``excluded`` (delegate -> reason) when the model's tolerance excluded a path, and ``accuracy``
+        (tolerance, error per checked path as a share of the output range, check_ms) when a path was checked."""
         lat = np.fromiter(self.latencies_ms, float) if self.latencies_ms else None
         return {
             "requests": self.requests,
@@ -49,4 +52,5 @@ class ModelStats:
             "slo_met_rate": self.counts[OK] / self.requests if self.requests else None,
             "by_processor": dict(self.by_processor),
             **({"excluded": dict(self.excluded)} if self.excluded else {}),
+            **({"accuracy": dict(self.accuracy)} if self.accuracy else {}),
         }

@@ -14,6 +14,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("devices", help="list every delegate path: name, processor, precision, available, reason")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--verbose", action="store_true", help="the full reason for every unavailable path")
+    p.add_argument("--check", nargs="+", default=None, metavar="MODEL",
+                   help="load these models as rt.load does and say which paths the accuracy check keeps, and why")
+    p.add_argument("--delegates", default="auto", metavar="auto|cpu|gpu|NAME[,NAME...]",
+                   help="with --check: the paths to check (default auto; name a software adapter's path to check it)")
+    p.add_argument("--tolerance", type=float, default=None,
+                   help="with --check: the bound (share of each output's range); default: the default check")
     p.set_defaults(func=_devices)
 
     p = sub.add_parser("models", help="fetch real models")
@@ -60,7 +66,12 @@ def _short_reason(reason: str) -> str:
 
 
 def _devices(args: argparse.Namespace) -> int:
-    """One line per delegate path; ``--verbose`` adds the full reason (wrapped), ``--json`` everything."""
+    """One line per delegate path; ``--verbose`` adds the full reason (wrapped), ``--json`` everything;
+    ``--check MODEL…`` the accuracy check's verdicts instead (:mod:`edgert.cli._check`)."""
+    if getattr(args, "check", None):
+        from edgert.cli._check import run  # noqa: PLC0415
+
+        return run(args)
     from delegates.registry import describe  # noqa: PLC0415
     from edgert.cli._table import Column, render, width  # noqa: PLC0415
 
@@ -92,6 +103,8 @@ def _devices(args: argparse.Namespace) -> int:
             + ("" if args.verbose else " Full reasons: edgert devices --verbose (or --json)."),
             "prec = the arithmetic a path computes in (fp32, tf32, fp16, int8, mixed); "
             "force fp32 with the path's option force_fp32 (edgert devices --json: force_fp32).",
+            *(f"{i.name}: its {i.processor} is a software adapter ({i.adapter}) that computes on this host's CPU "
+              "cores; delegates=\"auto\" leaves it out, naming it opts in" for i in infos if i.software),
             power_counters().line(), pid_summary(), *(f"warning: {sh.line()}" for sh in shadows)]
     print(render([*cols, Column("reason" if args.verbose else "why not", "<", wrap=True)], rows,
                  title="edgert delegate paths on this host", total=total, footer=foot))

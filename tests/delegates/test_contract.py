@@ -11,7 +11,9 @@ and values within the path's declared tolerance of each output's range
 same test checks ``litert-compiled-gpu`` and ``ort-cuda`` on a GPU host.
 
 A path may refuse a model at load (``ModelLoadError`` with a reason: ops its accelerator does not
-take, dynamic shapes); a path that loads a model must keep the contract.
+take, dynamic shapes), and a path below fp32 is refused a model at load by the runtime's default
+accuracy check (:mod:`edgert._core._accuracy`) when its answer is off; a path that loads a model must
+keep the contract.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import pytest
 from delegates.base import Artifact, Delegate
 from delegates.errors import ModelLoadError
 from delegates.registry import all_delegates
-from edgert._core._accuracy import max_error
+from edgert._core._accuracy import DEFAULT_TOLERANCE, AccuracyCheck, max_error
 from edgert.testing import genmodels
 from edgert.testing.direct import contract_break, contract_cases
 
@@ -50,6 +52,12 @@ def check(d: Delegate, label: str, art: Artifact, feeds: dict[str, np.ndarray]) 
     except ModelLoadError as exc:
         assert str(exc), f"{d.name} refused {label} without a reason"
         return f"refused: {exc}"
+    if s.precision != "fp32":   # what rt.load does by default: the check refuses the path, saying why
+        why = AccuracyCheck(label, [art], DEFAULT_TOLERANCE, None, None, every_path=False)(d, s)
+        if why is not None:
+            s.close()
+            assert why, f"{d.name} was refused {label} without a reason"
+            return f"refused by the accuracy check: {why}"
     try:
         got = s.run([feeds[spec.name] for spec in s.inputs])
     finally:
@@ -129,9 +137,11 @@ def test_the_runtime_places_work_on_the_gpu_and_says_its_precision(generated) ->
     path's declared precision; outputs keep the declared shapes."""
     import edgert
 
-    gpu = [d for d in all_delegates().values() if d.processor == "gpu" and d.probe() is None and d.in_auto]  # noqa: E501
+    gpu = [d for d in all_delegates().values()
+           if d.processor == "gpu" and not d.software and d.probe() is None and d.in_auto]
     if not gpu:
-        pytest.skip("no GPU path on this host (edgert devices says why)")
+        pytest.skip("no hardware GPU path on this host (edgert devices says why; a software adapter is "
+                    "tested by name in test_software_gpu.py)")
     x = genmodels.example_inputs("cnn")
     with edgert.Runtime(delegates="gpu", cpu_workers=0) as rt:
         m = rt.load([generated["cnn"]["onnx"], generated["cnn"]["tflite"]], name="cnn", tolerance=5e-2)

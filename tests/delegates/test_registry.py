@@ -19,6 +19,7 @@ EXPECTED = {
     "ort-cpu": "cpu", "ort-xnnpack": "cpu", "ort-cuda": "gpu", "ort-tensorrt": "gpu", "ort-tensorrt-dla": "npu",
     "ort-nnapi": "npu", "ort-coreml": "gpu", "ort-coreml-ane": "npu", "ort-openvino-cpu": "cpu",
     "ort-openvino-gpu": "gpu", "ort-openvino-npu": "npu", "ort-qnn-htp": "npu", "ort-qnn-gpu": "gpu",
+    "ort-webgpu": "gpu",
 }
 
 
