@@ -118,7 +118,7 @@ def _cost(cell: Cell) -> float:
 def _rows(cell: Cell, d: Done, version: str, key: str, per_model: bool) -> tuple[list[dict[str, Any]], str | None]:
     """The output rows of a finished task, and its error (None when it ran)."""
     params = {k: ("" if v is None else v) for k, v in cell.params}
-    tail = {"key": key}
+    tail: dict[str, Any] = {"key": key}
     r: TaskResult | None = d.value if isinstance(d.value, TaskResult) else None
     error = r.error if r is not None else f"{type(d.error).__name__}: {d.error}"
     if r is not None and r.error is None and r.version != version:
