@@ -35,15 +35,20 @@ def _num(v: Any) -> float:
         return math.nan
 
 
+def _blank(v: Any) -> bool:
+    """None, "" or NaN (an empty field, as written here, read by csv, or read by pandas)."""
+    return v is None or v == "" or (isinstance(v, float) and math.isnan(v))
+
+
 def _cell_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for r in rows if r.get("model", "all") == "all" and not r.get("error")]
+    return [r for r in rows if r.get("model", "all") == "all" and _blank(r.get("error"))]
 
 
 def policy_of(row: dict[str, Any]) -> str:
     """``scheduler`` (``edgert`` when the grid has none), ``/objective`` when the row has one."""
-    name = str(row.get("scheduler") or "edgert")
+    name = "edgert" if _blank(row.get("scheduler")) else str(row["scheduler"])
     obj = row.get("objective")
-    return f"{name}/{obj}" if obj not in (None, "") else name
+    return name if _blank(obj) else f"{name}/{obj}"
 
 
 def _tally(rows: Sequence[dict[str, Any]], key: Any) -> dict[Any, dict[str, list[float]]]:
@@ -98,8 +103,9 @@ def plot_heatmap(rows: Sequence[dict[str, Any]], path: str | Path) -> None:
     workloads = sorted({k[2] for k in by})
     cols = min(3, max(1, len(panels)))
     nrows = max(1, math.ceil(len(panels) / cols))
-    fig, axes = plt.subplots(nrows, cols, figsize=(1.2 + 1.1 * len(workloads) * cols, 0.9 + 0.45 * len(policies) * nrows),
-                             squeeze=False)
+    fig, axes = plt.subplots(nrows, cols, squeeze=False, sharex=True, sharey=True, layout="constrained",
+                             figsize=(2.0 + 0.9 * len(workloads) * cols, 1.2 + 0.45 * len(policies) * nrows))
+    im = None
     for ax, (dev, load) in zip(axes.flat, panels):
         grid = [[100 * _share(by[(dev, load, w)][p]) if p in by.get((dev, load, w), {}) else math.nan
                  for w in workloads] for p in policies]
@@ -107,13 +113,17 @@ def plot_heatmap(rows: Sequence[dict[str, Any]], path: str | Path) -> None:
         ax.set_title(f"{dev}, load {load:g}", fontsize=9)
         ax.set_xticks(range(len(workloads)), workloads, rotation=45, ha="right", fontsize=8)
         ax.set_yticks(range(len(policies)), policies, fontsize=8)
+        ax.label_outer()   # policy names on the left column, workloads under the bottom row only
         for i, line in enumerate(grid):
             for j, v in enumerate(line):
                 if not math.isnan(v):
                     ax.text(j, i, f"{v:.0f}", ha="center", va="center", fontsize=7)
-    for ax in list(axes.flat)[len(panels):]:
-        ax.axis("off")
-    if panels:
+    for k, ax in enumerate(axes.flat):
+        if k >= len(panels):
+            ax.axis("off")
+        elif k + cols >= len(panels):   # nothing drawn below it: its own workload names
+            ax.tick_params(labelbottom=True)
+    if im is not None:
         fig.colorbar(im, ax=axes.ravel().tolist(), label="deadline met %")
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from edgert.cli import main
-from edgert.sweep import FIGURES, load_grid, run_sweep
+from edgert.sweep import FIGURES, best_policies, load_grid, run_sweep
 
 SMALL = """
 scenario = ["ar_gaming", "social_a"]
@@ -174,3 +174,19 @@ def test_ctrl_c_keeps_the_finished_cells_and_a_rerun_finishes_the_grid(tmp_path)
     rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0 and f"{len(kept)} resumed" in rerun.stdout, rerun.stderr
     assert len(pd.read_csv(out)) == 32
+
+
+def test_best_policy_table_and_heatmap_read_rows_as_pandas_gives_them(tmp_path, capsys):
+    grid = _grid(tmp_path, 'scenario = "social_a"\ndevice = "pixel4"\nscheduler = ["edgert", "fixed_worker"]\n'
+                           'objective = ["deadlines"]\nload = [1.5]\nduration = 5\n')
+    png = tmp_path / "h.png"
+    rc, out, err = _sweep(capsys, str(grid), "-o", str(tmp_path / "r.csv"), "--jobs", "1", "--plot", str(png))
+    assert rc == 0, err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    df = pd.read_csv(tmp_path / "r.csv")
+    assert df["objective"].isna().tolist() == [False, True]   # fixed_worker has no objective
+    best = best_policies(df.to_dict("records"))   # empty fields are NaN here, "" from csv
+    met = dict(zip(df["scheduler"], df["ok"] / df["requests"]))
+    assert len(best) == 1 and best[0].met == max(met.values())
+    assert {best[0].policy, best[0].runner_up} == {"edgert/deadlines", "fixed_worker"}
+    assert best[0].policy in out.split("best policy per workload and device")[1]
