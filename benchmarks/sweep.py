@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import logging
 import os
 import resource
 import subprocess
@@ -41,6 +42,8 @@ SPEEDUP_BAR, RESUME_BAR, BAD_GRID_S = 1.6, 5.0, 2.0
 
 #: CPU seconds (user + system) of each finished ``sweep`` run, its worker processes included.
 CPU_S: list[float] = []
+#: Per-run lines for the report (wall, CPU, cores busy: how much of the host the run got).
+NOTES: list[str] = []
 
 
 def _children_cpu_s() -> float:
@@ -90,8 +93,9 @@ def timed_pair(grid: Path, tmp: Path, rounds: int) -> tuple[list[float], list[fl
             if proc.returncode != 0:
                 raise SystemExit(f"--jobs {jobs} failed: {proc.stderr}")
             walls.append(wall)
-            print(f"--jobs {jobs}: {wall:.1f} s wall, {CPU_S[-1]:.1f} s CPU ({CPU_S[-1] / wall:.2f} cores busy)",
-                  flush=True)
+            NOTES.append(f"--jobs {jobs}: {wall:.1f} s wall, {CPU_S[-1]:.1f} s CPU ({CPU_S[-1] / wall:.2f} cores "
+                         "busy on average)")
+            print(NOTES[-1], flush=True)
     return one, two, tmp / f"jobs1-{rounds - 1}.csv", tmp / f"jobs2-{rounds - 1}.csv"
 
 
@@ -100,7 +104,7 @@ def on_dask(grid: Path, out: Path) -> tuple[float, str]:
     from distributed import LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                      host="127.0.0.1") as lc:
+                      host="127.0.0.1", silence_logs=logging.CRITICAL) as lc:   # no heartbeat noise at close
         wall, proc = sweep(str(grid), "-o", str(out), "--cluster", lc.scheduler_address)
     if proc.returncode != 0:
         raise SystemExit(f"--cluster failed: {proc.stderr}")
@@ -147,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         (f"5. unknown scheduler: exit {bad_rc} in {bad_wall:.2f} s (< {BAD_GRID_S}) with one line",
          bad_rc == 2 and bad_wall < BAD_GRID_S and len(bad_lines) == 1 and "round_robn" in bad_lines[0]),
     ]
-    lines = [f"--jobs 1: {', '.join(f'{w:.1f}' for w in one)} s; --jobs 2: {', '.join(f'{w:.1f}' for w in two)} s",
+    lines = [*NOTES,
              f"--cluster (local Dask, 2 worker processes): {dask_wall:.1f} s ({dask_line})",
              f"second run to the same output: {resume_wall:.2f} s wall, {resume_cpu:.2f} s CPU",
              f"bad grid: {bad_wall:.2f} s wall, {CPU_S[-1]:.2f} s CPU: {' | '.join(bad_lines)}",
@@ -167,7 +171,10 @@ def write_markdown(path: Path, argv: list[str], lines: list[str], bars: list[tup
     out = ["# `edgert sweep`: 32 ten-minute cells", "",
            f"Command: `{' '.join(['python benchmarks/sweep.py', *argv])}`", "",
            "Grid: ar_assistant, social_a × galaxy-s23, xr2-gen2 × edgert, fixed_worker × load 1, 2 × seed 0, 1; "
-           "each run is `python -m edgert.cli sweep` in a subprocess, timed end to end (start-up included).", "",
+           "each run is `python -m edgert.cli sweep` in a subprocess, timed end to end (start-up included). "
+           "CPU: user + system seconds of the run and its worker processes; cores busy = CPU / wall, which "
+           "shows how much of the host a run got when other jobs share it (the figures themselves do not "
+           "depend on it).", "",
            "## Bars", ""]
     out += [f"- **{'PASS' if ok else 'FAIL'}** {name}" for name, ok in bars]
     out += ["", "## Measured", ""] + [f"- {ln}" for ln in lines]

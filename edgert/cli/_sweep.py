@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
     where = f"cluster {args.cluster}" if args.cluster else f"{args.jobs or default_jobs()} process(es)"
     with Progress("sweep", eta=True, steps=10) as bar:
         def step(done: int, total: int) -> None:
-            bar.update(done / total if total else 1.0, f"{done}/{total} cells")
+            if total:   # nothing to run (all resumed): no bar
+                bar.update(done / total, f"{done}/{total} cells")
 
         res = run_sweep(grid, args.output, jobs=args.jobs, cluster=args.cluster, per_model=args.per_model,
                         on_progress=step)

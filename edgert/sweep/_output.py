@@ -57,7 +57,7 @@ class Output:
             ConfigError: the file exists but holds other columns (another grid, or ``--per-model``
                 given on one run and not the other) or cannot be read; nothing is overwritten.
         """
-        if not self.path.exists():
+        if not self.path.exists() or self.path.stat().st_size == 0:
             return {}
         have, rows = self._read()
         if have != self.columns:

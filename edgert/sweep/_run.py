@@ -66,11 +66,12 @@ def run_sweep(grid: Grid, output: str | Path, *, jobs: int | None = None, cluste
     res = SweepResult(rows=[], resumed=len(done))
     cache: dict[Path, bytes] = {}
     tasks = [make_task(grid.cells[i], per_model, cache) for i in todo]
-    last_write = time.perf_counter()
+    finished = run_tasks(run_task, tasks, jobs=jobs, cluster=cluster)   # a cluster that is not there: raises here,
+    last_write = time.perf_counter()                                    # before the output is touched
     if on_progress is not None:
         on_progress(0, len(todo))
     try:
-        for d in run_tasks(run_task, tasks, jobs=jobs, cluster=cluster):
+        for d in finished:
             i = todo[d.index]
             rows, error = _rows(grid.cells[i], d, version, keys[i], per_model)
             done[i] = rows

@@ -190,3 +190,27 @@ def test_best_policy_table_and_heatmap_read_rows_as_pandas_gives_them(tmp_path, 
     assert len(best) == 1 and best[0].met == max(met.values())
     assert {best[0].policy, best[0].runner_up} == {"edgert/deadlines", "fixed_worker"}
     assert best[0].policy in out.split("best policy per workload and device")[1]
+
+
+#: An import finder refusing pyarrow and distributed, as an install without edgert[parquet] / [cluster] does.
+WITHOUT_EXTRAS = """
+import importlib.abc, sys
+class _Without(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("pyarrow", "distributed", "dask"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, _Without())
+from edgert.cli import main
+"""
+
+
+def test_parquet_and_cluster_name_their_extra_when_it_is_missing(tmp_path):
+    grid = _grid(tmp_path, 'scenario = "ar_gaming"\ndevice = "pixel4"\nduration = 1\n')
+    code = WITHOUT_EXTRAS + (f"print(main(['sweep', {str(grid)!r}, '-o', {str(tmp_path / 'r.parquet')!r}]))\n"
+                             f"print(main(['sweep', {str(grid)!r}, '-o', {str(tmp_path / 'r.csv')!r}, "
+                             "'--cluster', 'tcp://127.0.0.1:8786']))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split() == ["2", "2"], proc.stderr
+    assert proc.stderr.splitlines() == ["edgert: error: -o F.parquet needs pyarrow: pip install 'edgert[parquet]'",
+                                        "edgert: error: --cluster needs dask[distributed]: pip install 'edgert[cluster]'"]
+    assert not (tmp_path / "r.parquet").exists() and not (tmp_path / "r.csv").exists()

@@ -3,6 +3,7 @@ processes over TCP) give the figures one process gives; a scheduler that is not 
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pandas as pd
@@ -26,7 +27,7 @@ duration = 2
 @pytest.fixture(scope="module")
 def cluster():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  host="127.0.0.1") as lc:
+                                  host="127.0.0.1", silence_logs=logging.CRITICAL) as lc:
         yield lc.scheduler_address
 
 
