@@ -214,3 +214,25 @@ def test_parquet_and_cluster_name_their_extra_when_it_is_missing(tmp_path):
     assert proc.stderr.splitlines() == ["edgert: error: -o F.parquet needs pyarrow: pip install 'edgert[parquet]'",
                                         "edgert: error: --cluster needs dask[distributed]: pip install 'edgert[cluster]'"]
     assert not (tmp_path / "r.parquet").exists() and not (tmp_path / "r.csv").exists()
+
+
+def test_progress_is_a_line_per_tenth_when_piped_and_a_bar_with_an_eta_on_a_terminal():
+    import io
+
+    from edgert.cli._progress import Progress
+
+    class TerminalDouble(io.StringIO):   # a test double: a stream that says it is a terminal
+        def isatty(self) -> bool:
+            return True
+
+    piped = io.StringIO()
+    with Progress("sweep", stream=piped, eta=True, steps=10) as bar:
+        for done in range(1, 33):
+            bar.update(done / 32, f"{done}/32 cells")
+    lines = piped.getvalue().splitlines()
+    assert len(lines) == 10 and lines[-1].startswith("sweep: 100% after") and lines[-1].endswith("32/32 cells")
+    assert "ETA" in lines[0] and "ETA" not in lines[-1]
+    tty = TerminalDouble()
+    bar = Progress("sweep", stream=tty, eta=True, steps=10)
+    bar.update(0.5, "16/32 cells")
+    assert "[##########----------]  50%" in tty.getvalue() and ", ETA " in tty.getvalue()
