@@ -140,7 +140,7 @@ def _as_list(where: str, key: str, value: Any) -> list[Any]:
         raise ConfigError(f"{where}: duration must be a number (simulated seconds), got {value!r}")
     seen = set()
     for v in vs:
-        if isinstance(v, dict | list):
+        if not isinstance(v, str | int | float):   # bool is an int; a table, a nested list, a date are not
             raise ConfigError(f"{where}: {key} holds {v!r}; give a list of plain values")
         if json.dumps(v) in seen:
             raise ConfigError(f"{where}: {key} lists {v!r} twice")

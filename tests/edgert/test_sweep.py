@@ -57,6 +57,7 @@ def _figures(df: pd.DataFrame) -> pd.DataFrame:
     ("scenario = ['ar_gaming']\ndevice = ['pixel4']\ntrace = ['t.jsonl']", "give one of scenario = [...] or trace"),
     ("scenario = ['ar_gaming']\ndevice = ['pixel4']\nseed = [1, 1]", "seed lists 1 twice"),
     ("scenario = ['ar_gaming'\n", "is not TOML"),
+    ("scenario = ['ar_gaming']\ndevice = ['pixel4']\nseed = [1979-05-27]", "seed holds datetime.date(1979, 5, 27)"),
 ])
 def test_a_bad_grid_is_one_line_naming_it_and_nothing_runs(tmp_path, capsys, text, msg):
     out = tmp_path / "r.csv"
