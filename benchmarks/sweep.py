@@ -42,6 +42,8 @@ SPEEDUP_BAR, RESUME_BAR, BAD_GRID_S = 1.6, 5.0, 2.0
 
 #: CPU seconds (user + system) of each finished ``sweep`` run, its worker processes included.
 CPU_S: list[float] = []
+#: Cores busy on average (CPU s / wall s) of each timed run, by --jobs.
+BUSY: dict[int, list[float]] = {1: [], 2: []}
 #: Per-run lines for the report (wall, CPU, cores busy: how much of the host the run got).
 NOTES: list[str] = []
 
@@ -93,6 +95,7 @@ def timed_pair(grid: Path, tmp: Path, rounds: int) -> tuple[list[float], list[fl
             if proc.returncode != 0:
                 raise SystemExit(f"--jobs {jobs} failed: {proc.stderr}")
             walls.append(wall)
+            BUSY[jobs].append(CPU_S[-1] / wall)
             NOTES.append(f"--jobs {jobs}: {wall:.1f} s wall, {CPU_S[-1]:.1f} s CPU ({CPU_S[-1] / wall:.2f} cores "
                          "busy on average)")
             print(NOTES[-1], flush=True)
@@ -157,6 +160,10 @@ def main(argv: list[str] | None = None) -> int:
              f"bad grid: {bad_wall:.2f} s wall, {CPU_S[-1]:.2f} s CPU: {' | '.join(bad_lines)}",
              f"host: {os.cpu_count()} CPUs, load average {load0[0]:.2f} before, {os.getloadavg()[0]:.2f} after",
              *mismatches]
+    busy2 = BUSY[2]
+    if max(busy2) < SPEEDUP_BAR:
+        lines.append(f"bar 1 not judged: --jobs 2 got at most {max(busy2):.2f} cores busy on average, less than "
+                     f"the {SPEEDUP_BAR}x it is asked for: other jobs held the host's CPUs; rerun on an idle host")
     for ln in lines:
         print(ln)
     for name, ok in bars:
