@@ -32,6 +32,11 @@ infeasible rather than silently excused; every cell that fails bar 3 gets
 the LP's ceiling over the burst window, plain and in expectation under the
 simulator's cloud jitter (``--burst-only``, ``--cloud-odds``).
 
+The cells run on ``edgert sweep``'s engine (:func:`edgert.sweep.run_tasks`: ``--jobs`` worker
+processes, Ctrl-C stops them). A cell here is every policy on one workload, device, load and burst,
+because the bars need per-request figures (the burst window, edgert's shed requests) that a sweep
+row does not carry.
+
 With ``--check-seeds 1,2`` the grid is run again on each of those seeds and
 their bars are printed (and written under the markdown's bars): a policy
 tuned to one seed's noise shows it there.
@@ -47,7 +52,6 @@ import math
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +66,7 @@ from _bounds import (  # noqa: E402  (benchmarks/ is on sys.path when run)
     last_burst_offload,
 )
 from _energy_bar import TODAY, energy_block  # noqa: E402
+from edgert.sweep import run_tasks  # noqa: E402
 from scheduler.policies.edgert import SHED_REASON  # noqa: E402
 from scheduler.registry import BAND_POLICIES, DEFAULT_POLICY  # noqa: E402
 from scheduler.sim import (  # noqa: E402
@@ -164,6 +169,17 @@ def run_cell(cell: tuple) -> dict[str, Figures]:
                 acc[6] = max(acc[6], last_burst_offload(offloads, w0, w1))
         out[name] = Figures(*acc)
     return out
+
+
+def run_grid(grid: list[tuple], jobs: int) -> list[dict[str, Figures]]:
+    """:func:`run_cell` for every cell, in grid order, on ``edgert sweep``'s engine (``jobs`` worker
+    processes; one: this process). A cell that raises stops the benchmark with its error."""
+    figs: list[dict[str, Figures] | None] = [None] * len(grid)
+    for d in run_tasks(run_cell, grid, jobs=jobs):
+        if d.error is not None:
+            raise RuntimeError(f"cell {label(grid[d.index])} failed") from d.error
+        figs[d.index] = d.value
+    return figs  # type: ignore[return-value]  (every index is filled)
 
 
 def cells(duration: float, seeds: int, seed0: int = 0, objective: str | None = None) -> list[tuple]:
@@ -319,11 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         grid = [c for c in grid if c[0] == "pixel4"]
     t0 = time.perf_counter()
-    if args.jobs > 1:
-        with ProcessPoolExecutor(args.jobs) as ex:
-            figs = list(ex.map(run_cell, grid, chunksize=2))
-    else:
-        figs = [run_cell(c) for c in grid]
+    figs = run_grid(grid, args.jobs)
     wall = time.perf_counter() - t0
     results = list(zip(grid, figs))
     print(text_table(results))
@@ -362,11 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         sgrid = cells(args.duration, 1, seed, args.objective)
         if args.quick:
             sgrid = [c for c in sgrid if c[0] == "pixel4"]
-        if args.jobs > 1:
-            with ProcessPoolExecutor(args.jobs) as ex:
-                sfigs = list(ex.map(run_cell, sgrid, chunksize=2))
-        else:
-            sfigs = [run_cell(c) for c in sgrid]
+        sfigs = run_grid(sgrid, args.jobs)
         sbars = check_bars(list(zip(sgrid, sfigs)))
         other.append((seed, sbars))
         print(f"\nseed {seed}:")

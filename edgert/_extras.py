@@ -13,6 +13,8 @@ plot       matplotlib                                   ``--plot``, ``--frames D
 cloud      paho-mqtt, aiomqtt, amqtt                    ``--offload``, ``edgert cloud``
 kserve     tritonclient[grpc]                           ``--offload kserve://…``
 trees      onnx                                         ``recursion`` (tree models)
+cluster    dask[distributed]                            ``edgert sweep --cluster``
+parquet    pyarrow                                      ``edgert sweep -o F.parquet``
 test       onnx, pytest, LoadGen …                      the test suite, genmodels
 =========  ===========================================  ==============================
 """
@@ -37,6 +39,8 @@ EXTRA_OF: dict[str, tuple[str, str]] = {
     "pyinstrument": ("pyinstrument", "profile"),
     "tritonclient": ("tritonclient[grpc]", "kserve"),
     "mlserver": ("mlserver", "kserve-server"),
+    "distributed": ("dask[distributed]", "cluster"),
+    "pyarrow": ("pyarrow", "parquet"),
 }
 
 

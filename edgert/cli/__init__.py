@@ -35,6 +35,7 @@ COMMANDS: tuple[str, ...] = (
     "edgert.cli._core",      # devices, models, run
     "edgert.cli._profile",
     "edgert.cli._simulate",
+    "edgert.cli._sweep",
     "edgert.cli._cloud",
     "edgert.cli._deploy",
     "edgert.cli._bench",

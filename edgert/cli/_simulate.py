@@ -77,15 +77,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from edgert._core._trace import handoff_samples, live_figures, read_outcomes, stage_gaps  # noqa: PLC0415
-    from scheduler.sim import Burst, SimConfig, run_simulation  # noqa: PLC0415
+    from edgert._core._trace import live_figures, read_outcomes  # noqa: PLC0415
+    from edgert.sweep import sim_config  # noqa: PLC0415
+    from scheduler.sim import run_simulation  # noqa: PLC0415
 
     _check_size(args)
     live = read_outcomes(args.trace) if args.trace else []
-    cfg = SimConfig(scenario=args.scenario, trace=args.trace, profile=args.device, scheduler=args.scheduler,
-                    load=args.load, duration_s=args.duration, seed=args.seed, objective=args.objective,
-                    burst=Burst.parse(args.burst) if args.burst else None,
-                    dispatch_ms=handoff_samples(live) or 0.0, stage_gap_ms=stage_gaps(live) or None)
+    # the one builder `edgert sweep` uses too: a sweep cell and this command give the same figures
+    cfg = sim_config(scenario=args.scenario, trace=args.trace, device=args.device, scheduler=args.scheduler,
+                     objective=args.objective, load=args.load, duration_s=args.duration, seed=args.seed,
+                     burst=args.burst, live=live)
     res = _run_with_progress(cfg, run_simulation)
     summary = res.summary()
     _print_summary(summary, cfg)
