@@ -57,6 +57,17 @@ for _ in range(3):
 print(f"sim hour {min(best):.4f} s")
 """
 
+#: ``edgert simulate``'s hour as a user runs it: the default scheduler, the heat model on (the CLI's defaults), the
+#: whole command in one process from its imports to its last line, output discarded.
+_SIM_CLI_HOUR = """
+import contextlib, io, time
+t = time.perf_counter()
+from edgert.cli import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    main(["simulate", "--scenario", "ar_assistant", "--device", "galaxy-s23", "--duration", "3600"])
+print(f"cli hour {time.perf_counter() - t:.4f} s")
+"""
+
 BENCHES: dict[str, Bench] = {
     # the sum of the four "added µs" cells (tiny/mlp × ORT/LiteRT): dispatch overhead per call
     "dispatch": Bench(("benchmarks/dispatch.py", "--calls", "3000", "--rounds", "5"),
@@ -75,6 +86,8 @@ BENCHES: dict[str, Bench] = {
     # the guard's figures (see ``core``)
     "sim_hour": Bench(("-c", _SIM_HOUR), "s of wall time for 1 simulated hour, end to end (best of 3)",
                       r"^sim hour ([\d.]+) s"),
+    "sim_cli_hour": Bench(("-c", _SIM_CLI_HOUR), "s of wall time for `edgert simulate`'s hour (default scheduler, "
+                          "heat on), end to end in one process", r"^cli hour ([\d.]+) s"),
     "concurrency": Bench(("benchmarks/concurrency.py", "--requests", "120", "--rounds", "3"),
                          "ms for 120 cnn requests on every core, ORT + LiteRT summed",
                          r"edgert on \d+ workers\s+([\d.]+) ms"),
@@ -87,7 +100,7 @@ BENCHES: dict[str, Bench] = {
 }
 
 #: The regression guard: one name for the benchmarks a core change must not slow.
-GROUPS: dict[str, tuple[str, ...]] = {"core": ("sim_hour", "dispatch", "concurrency", "recursion", "loadgen")}
+GROUPS: dict[str, tuple[str, ...]] = {"core": ("sim_hour", "sim_cli_hour", "dispatch", "concurrency", "recursion", "loadgen")}
 
 
 def measure(bench: Bench, tree: Path) -> float:
