@@ -77,6 +77,9 @@ BENCHES: dict[str, Bench] = {
     # between runs with the mlp cells; this one by less, for a change to the sync path)
     "dispatch_tiny": Bench(("benchmarks/dispatch.py", "--models", "tiny", "--calls", "5000", "--rounds", "7"),
                            "added µs per sync call, tiny on ORT", r"^tiny\s+ort\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s"),
+    # the same run's whole sync call through the runtime (direct + added), tiny on ORT: the time per request
+    "sync_tiny": Bench(("benchmarks/dispatch.py", "--models", "tiny", "--calls", "5000", "--rounds", "7"),
+                       "µs per sync call through the runtime, tiny on ORT", r"^tiny\s+ort\s+[\d.]+\s+([\d.]+)\s"),
     # the edgert policy's median decision time, 10 pending × 5 processors
     "decision_cost": Bench(("benchmarks/decision_cost.py", "--number", "10000", "--repeat", "5"),
                            "µs per edgert decision (median round)", r"^edgert\s+[\d.]+\s+([\d.]+)"),
