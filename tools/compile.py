@@ -53,6 +53,8 @@ def main() -> int:
     if r.returncode != 0:
         print(r.stdout[-4000:], r.stderr[-4000:], file=sys.stderr)
         return r.returncode
+    for p in built():   # (an unchanged module's build is copied with its old time: stamped now, as its sources are)
+        os.utime(p)
     print("compiled:", ", ".join(str(p.relative_to(ROOT)) for p in built()))
     return 0
 
