@@ -1,9 +1,10 @@
 """The driver contract, once: what a policy's decision means to whatever runs it, applied here.
 
-Two drivers run the same policies: the live runtime (``edgert/_core/_dispatch.py``) and
+Two drivers run the same policies: the live runtime (``edgert/_core/_decide.py``) and
 the simulator (``scheduler/sim/driver.py``). Both apply a decision with :func:`apply`, sweep what
 it left with :func:`sweep_unplaced` and show a processor with :func:`processor_view`; each gives
-them its requests and processors through the :class:`Driver` interface::
+them its requests and processors through the :class:`Driver` interface (a processor is idle when
+it has a free slot and nothing queued: :class:`Processor`)::
 
     decide(view, now_ms) -> [Assignment, ...]      each, in order:
         request_id not pending ............ broken decision (not_pending)
