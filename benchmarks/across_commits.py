@@ -57,6 +57,17 @@ for _ in range(3):
 print(f"sim hour {min(best):.4f} s")
 """
 
+#: ``edgert simulate``'s hour as a user runs it: the default scheduler, the heat model on (the CLI's defaults), the
+#: whole command in one process from its imports to its last line, output discarded.
+_SIM_CLI_HOUR = """
+import contextlib, io, time
+t = time.perf_counter()
+from edgert.cli import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    main(["simulate", "--scenario", "ar_assistant", "--device", "galaxy-s23", "--duration", "3600"])
+print(f"cli hour {time.perf_counter() - t:.4f} s")
+"""
+
 BENCHES: dict[str, Bench] = {
     # the sum of the four "added µs" cells (tiny/mlp × ORT/LiteRT): dispatch overhead per call
     "dispatch": Bench(("benchmarks/dispatch.py", "--calls", "3000", "--rounds", "5"),
@@ -66,6 +77,9 @@ BENCHES: dict[str, Bench] = {
     # between runs with the mlp cells; this one by less, for a change to the sync path)
     "dispatch_tiny": Bench(("benchmarks/dispatch.py", "--models", "tiny", "--calls", "5000", "--rounds", "7"),
                            "added µs per sync call, tiny on ORT", r"^tiny\s+ort\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s"),
+    # the same run's whole sync call through the runtime (direct + added), tiny on ORT: the time per request
+    "sync_tiny": Bench(("benchmarks/dispatch.py", "--models", "tiny", "--calls", "5000", "--rounds", "7"),
+                       "µs per sync call through the runtime, tiny on ORT", r"^tiny\s+ort\s+[\d.]+\s+([\d.]+)\s"),
     # the edgert policy's median decision time, 10 pending × 5 processors
     "decision_cost": Bench(("benchmarks/decision_cost.py", "--number", "10000", "--repeat", "5"),
                            "µs per edgert decision (median round)", r"^edgert\s+[\d.]+\s+([\d.]+)"),
@@ -75,6 +89,8 @@ BENCHES: dict[str, Bench] = {
     # the guard's figures (see ``core``)
     "sim_hour": Bench(("-c", _SIM_HOUR), "s of wall time for 1 simulated hour, end to end (best of 3)",
                       r"^sim hour ([\d.]+) s"),
+    "sim_cli_hour": Bench(("-c", _SIM_CLI_HOUR), "s of wall time for `edgert simulate`'s hour (default scheduler, "
+                          "heat on), end to end in one process", r"^cli hour ([\d.]+) s"),
     "concurrency": Bench(("benchmarks/concurrency.py", "--requests", "120", "--rounds", "3"),
                          "ms for 120 cnn requests on every core, ORT + LiteRT summed",
                          r"edgert on \d+ workers\s+([\d.]+) ms"),
@@ -87,7 +103,7 @@ BENCHES: dict[str, Bench] = {
 }
 
 #: The regression guard: one name for the benchmarks a core change must not slow.
-GROUPS: dict[str, tuple[str, ...]] = {"core": ("sim_hour", "dispatch", "concurrency", "recursion", "loadgen")}
+GROUPS: dict[str, tuple[str, ...]] = {"core": ("sim_hour", "sim_cli_hour", "dispatch", "concurrency", "recursion", "loadgen")}
 
 
 def measure(bench: Bench, tree: Path) -> float:

@@ -47,7 +47,7 @@ def main() -> int:
     print(host_line())
     with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=1) as rt:
         m = rt.load(data, name="m")
-        session = rt._workers[0].sessions["m"][1]
+        session = rt._dispatcher.workers[0].sessions["m"][1]
         inner = session._run
         runs: list[float] = []
 
@@ -66,13 +66,13 @@ def main() -> int:
             session.run([x])
             direct.append(perf_counter() - t)
             t = perf_counter()
-            m._m.feeds(x)   # right after a run
+            m._loaded.feeds(x)   # right after a run
             feeds_cold.append(perf_counter() - t)
             t = perf_counter()
             m(x)
             through.append(perf_counter() - t)
         run_direct, run_through = runs[-2 * args.calls::2], runs[-2 * args.calls + 1::2]
-        feeds_warm = min(timeit.repeat(lambda: m._m.feeds(x), number=2000, repeat=5)) / 2000
+        feeds_warm = min(timeit.repeat(lambda: m._loaded.feeds(x), number=2000, repeat=5)) / 2000
 
     def us(v: list[float]) -> float:
         return statistics.median(v) * 1e6

@@ -60,8 +60,8 @@ def decide_us(rt: edgert.Runtime, model: str, calls: int = 5000) -> float:
     """µs of the runtime's policy deciding one new request of ``model`` with every worker idle (best of 5)."""
     from scheduler.types import RequestView, SchedulerView
 
-    pol, est = rt._policy, rt.estimator
-    procs = tuple(w.idle_view for w in rt._workers)
+    pol, est = rt._dispatcher.decider.policy, rt.estimator
+    procs = tuple(w.idle_view for w in rt._dispatcher.workers)
     n = [10**9]
 
     def one() -> object:
@@ -76,7 +76,7 @@ def steps(scheduler: str | None, calls: int) -> None:
     """Print µs per sync call spent in each step of the request's walk (see the module doc)."""
     import time
 
-    from edgert._core import _dispatch
+    from edgert._core import _decide, _dispatch, _ends
 
     acc: dict[str, int] = {}
 
@@ -100,17 +100,17 @@ def steps(scheduler: str | None, calls: int) -> None:
             m = rt.load(paths["onnx"], name="tiny")
             per_call_us(lambda: m(feeds), calls // 5)
             direct, plain = per_call_us(fn_direct, calls), per_call_us(lambda: m(feeds), calls)
-            w = rt._workers[0]
+            w = rt._dispatcher.workers[0]
             session = type(w.sessions["tiny"][1])
-            for cls, name, label in ((type(m._m), "feeds", "input validation (LoadedModel.feeds)"),
-                                     (_dispatch.Dispatcher, "_new_locked", "admission (_new_locked)"),
-                                     (_dispatch.Dispatcher, "_lone_locked", "decision (_lone_locked: one request, idle workers)"),
-                                     (type(rt._policy), "decide", "  of which the policy's decide"),
+            for cls, name, label in ((type(m._loaded), "feeds", "input validation (LoadedModel.feeds)"),
+                                     (_dispatch.Dispatcher, "_admit_locked", "admission (_admit_locked)"),
+                                     (_decide.Decider, "lone", "decision (Decider.lone: one request, idle workers)"),
+                                     (type(rt._dispatcher.decider.policy), "decide", "  of which the policy's decide"),
                                      (_dispatch.Dispatcher, "_run", "run and completion (_run)"),
                                      (session, "run", "  of which the delegate's run (ORT inside)"),
                                      (_dispatch.Dispatcher, "_observe", "  of which the estimator (_observe)"),
-                                     (_dispatch.Dispatcher, "_ended_locked", "  of which its record (stats fold from them)"),
-                                     (_dispatch.Dispatcher, "_call", "Dispatcher._call in all")):
+                                     (_ends.Ends, "record", "  of which its record (stats fold from them)"),
+                                     (_dispatch.Dispatcher, "call", "Dispatcher.call in all")):
                 wrap(cls, name, label)
             t = time.perf_counter_ns()
             for _ in range(calls):

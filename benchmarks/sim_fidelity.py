@@ -129,12 +129,12 @@ def live_run(seconds: float, scheduler: str | None, cpu_workers: int | None, tra
             if feeder_yield:
                 time.sleep(0)
         deadline = time.perf_counter() + 30
-        while rt._inflight and time.perf_counter() < deadline:   # let cascades finish before close
+        while rt._dispatcher.ends.inflight and time.perf_counter() < deadline:   # let cascades finish before close
             time.sleep(0.05)
         records = rt.records()
         table = rt.estimator.as_table()
         procs = rt.processors
-        kinds = {w.name: w.kind for w in rt._workers}
+        kinds = {w.name: w.kind for w in rt._dispatcher.workers}
         policy = rt.scheduler
     processors = [ProcessorSpec(p, kinds[p]) for p in procs]
     if profile_from == "estimator":

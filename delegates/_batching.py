@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from delegates.base import TOLERANCE, TensorSpec
+from delegates._specs import TOLERANCE, TensorSpec
 from delegates.errors import EdgeRTError, InferenceError, InputError
 
 __all__ = ["batch_check", "check_requests", "probe_requests", "run_requests"]

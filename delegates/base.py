@@ -17,51 +17,23 @@ from typing import Any
 
 import numpy as np
 
+from delegates._batching import check_requests, run_requests
+from delegates._specs import PRECISIONS, TOLERANCE, TensorSpec
 from delegates.errors import InferenceError
 from scheduler.errors import ConfigError
+
+__all__ = ["BATCH_LIMIT", "FORMATS", "PRECISIONS", "TOLERANCE", "Artifact", "Delegate", "DelegateInfo", "Session",
+           "TensorSpec"]
 
 _UNPROBED = object()
 
 #: Model file formats a delegate may take.
 FORMATS: tuple[str, ...] = ("tflite", "onnx")
 
-#: Numeric precisions a path may compute in (:data:`delegates.base.PRECISIONS`).
-PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "fp16", "int8", "mixed")
-
-#: Largest |path - fp32 reference| a path of each precision is held to, as a share of each output's
-#: range (max - min of the reference): what the contract test and ``edgert devices`` declare.
-#: fp32 paths may differ only by summation order; tf32 keeps 10 mantissa bits in matmuls; fp16
-#: 10 bits throughout, and accumulated error over a deep net reaches a few percent of the range.
-TOLERANCE: dict[str, float] = {"fp32": 1e-4, "tf32": 1e-2, "fp16": 5e-2, "int8": 1e-1, "mixed": 5e-2}
-
 #: The most requests one :meth:`Session.run_batch` call takes on a session that batches: LiteRT and ONNX
 #: Runtime set no limit of their own; this bounds the arena a batch needs (pose_landmark_full's outputs are
 #: 0.9 MB a request) and is more users than one host serves at a frame rate.
 BATCH_LIMIT = 8
-
-
-@dataclass(frozen=True, slots=True)
-class TensorSpec:
-    """An input or output of a model: name, shape (None = dynamic dim) and dtype."""
-
-    name: str
-    shape: tuple[int | None, ...]
-    dtype: np.dtype
-
-    def accepts_shape(self, shape: tuple[int, ...]) -> bool:
-        """True when ``shape`` matches, treating None dims as wildcards."""
-        if shape == self.shape:  # the common case: a static shape, given right
-            return True
-        return len(shape) == len(self.shape) and all(e is None or e == g for e, g in zip(self.shape, shape))
-
-    def concrete_shape(self, dynamic: int = 1) -> tuple[int, ...]:
-        """The shape with every dynamic dim replaced by ``dynamic`` (for warm-up feeds)."""
-        return tuple(dynamic if d is None else d for d in self.shape)
-
-    def describe(self) -> str:
-        """Like ``float32[1,224,224,3]`` with ``?`` for dynamic dims."""
-        dims = ",".join("?" if d is None else str(d) for d in self.shape)
-        return f"{self.dtype.name}[{dims}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,8 +151,6 @@ class Session(ABC):
             raise ValueError(f"run_batch got {len(feeds_list)} requests; this session takes "
                              + (f"one at a time: {why}" if why else f"at most {self.max_batch} in one run")
                              + "; check Session.max_batch and run the others with run()")
-        from delegates._batching import check_requests, run_requests  # noqa: PLC0415 - it imports this module
-
         check_requests(self.inputs, feeds_list)
         return run_requests(self.run, feeds_list, str(getattr(self, "_label", type(self).__name__)))
 

@@ -53,3 +53,163 @@ def test_mypy_is_clean_on_the_runtime_packages():
         pytest.fail("mypy is not installed: pip install -e '.[test]'")
     r = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+
+
+# -- the core readable (issue 40): what a newcomer must not meet again --------------------------------
+
+PRODUCT = ("edgert", "delegates", "scheduler", "apps", "recursion")
+#: The most lines a function of the product may span, its ``def`` line to its last.
+MAX_FUNCTION_LINES = 60
+
+
+def _product_files() -> list[Path]:
+    return sorted(p for pkg in PRODUCT for p in (ROOT / pkg).rglob("*.py"))
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_function_of_the_product_is_longer_than_a_screen():
+    long = []
+    for path in _product_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1   # type: ignore[operator]
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({n} lines)")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them along a seam): {long}"
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    t = node.test
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+
+
+def _imports(path: Path, module: str, known: set[str]) -> set[str]:
+    """The product modules ``module`` imports, at any level (a function's imports too), except under
+    ``if TYPE_CHECKING:``; ``from a import b`` is an edge to ``a.b`` when that is a module, else to ``a``."""
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    out: set[str] = set()
+
+    def add(name: str) -> None:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        if name and name != module:
+            out.add(name)
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child):
+                for stmt in child.orelse:
+                    visit_one(stmt)
+                continue
+            visit_one(child)
+
+    def visit_one(node: ast.AST) -> None:
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                add(a.name)
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package[:len(package) - node.level + 1] + [node.module or ""]).strip(".") \
+                if node.level else node.module or ""
+            for a in node.names:
+                add(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base)
+        visit(node)
+
+    visit(ast.parse(path.read_text()))
+    return out
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def test_no_import_cycle_in_the_product_not_even_through_a_function_level_import():
+    files = {_module_name(p): p for p in _product_files()}
+    graph = {m: _imports(p, m, set(files)) for m, p in files.items()}
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_nothing_reads_cpythons_private_future_callbacks():
+    readers = [str(p.relative_to(ROOT)) for p in _product_files()
+               if any(isinstance(n, ast.Attribute) and n.attr == "_done_callbacks" or
+                      isinstance(n, ast.Constant) and n.value == "_done_callbacks"
+                      for n in ast.walk(ast.parse(p.read_text())))]
+    assert readers == []
+
+
+def test_no_class_of_the_core_inherits_a_class_of_another_core_module():
+    core = ROOT / "edgert" / "_core"
+    classes = {p.stem: {n.name for n in ast.walk(ast.parse(p.read_text())) if isinstance(n, ast.ClassDef)}
+               for p in core.glob("*.py")}
+    mixed = []
+    for p in core.glob("*.py"):
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ClassDef):
+                for base in node.bases:
+                    name = base.id if isinstance(base, ast.Name) else getattr(base, "attr", "")
+                    owners = [m for m, names in classes.items() if name in names and m != p.stem]
+                    if owners and name not in classes[p.stem]:
+                        mixed.append(f"{p.stem}.{node.name}({name} of {owners[0]})")
+    assert mixed == []
+
+
+def test_the_public_classes_report_edgert_as_their_module():
+    import edgert
+
+    assert [c.__module__ for c in (edgert.Runtime, edgert.Model, edgert.Result, edgert.Frame)] == ["edgert"] * 4
+
+
+def test_no_compiled_module_is_older_than_its_source():
+    """``tools/compile.py`` builds the simulator's hot modules beside their sources, and Python imports a compiled
+    module first: one older than its source would run code that is no longer there."""
+    stale = [str(so.relative_to(ROOT)) for so in ROOT.glob("scheduler/**/*.so")
+             if so.with_name(so.name.split(".")[0] + ".py").exists()
+             and so.stat().st_mtime < so.with_name(so.name.split(".")[0] + ".py").stat().st_mtime]
+    assert stale == [], "rebuild (python tools/compile.py) or remove (python tools/compile.py --clean) these"

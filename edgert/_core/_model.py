@@ -189,35 +189,35 @@ class Model:
     ``RequestDropped``, a failed one ``InferenceError``.
     """
 
-    __slots__ = ("_rt", "_m")
+    __slots__ = ("_dispatcher", "_loaded")
 
     def __init__(self, dispatcher: Dispatcher, loaded: LoadedModel) -> None:
-        self._rt = dispatcher   # (the Runtime: a request's walk starts at its dispatcher)
-        self._m = loaded
+        self._dispatcher = dispatcher   # its runtime's: every request's life starts there
+        self._loaded = loaded
 
     @property
     def name(self) -> str:
         """The model's name in the runtime."""
-        return self._m.name
+        return self._loaded.name
 
     @property
     def slo_ms(self) -> float | None:
         """Per-request latency objective (ms), or None."""
-        return self._m.slo_ms
+        return self._loaded.slo_ms
 
     @property
     def inputs(self) -> tuple[TensorSpec, ...]:
         """Input specs in input order."""
-        return self._m.inputs
+        return self._loaded.inputs
 
     @property
     def outputs(self) -> tuple[TensorSpec, ...]:
         """Output specs in output order."""
-        return self._m.outputs
+        return self._loaded.outputs
 
     def __call__(self, inputs: Any) -> dict[str, np.ndarray]:
         """Run synchronously; returns outputs (ok or late) or raises RequestDropped / InferenceError."""
-        return self._rt._call(self._m, inputs)
+        return self._dispatcher.call(self._loaded, inputs)
 
     def submit(self, inputs: Any, after: Result | Future[Result] | None = None) -> Future[Result]:
         """Queue a request; the Future always resolves to a :class:`Result` (never raises).
@@ -226,15 +226,15 @@ class Model:
         and is recorded in the trace as waiting for it.
 
         When it wakes an idle worker, it returns once that worker has started the request
-        (typically ~0.1 ms, at most ``edgert._core._dispatch.HANDOFF_WAIT_MS``), napping meanwhile so
+        (typically ~0.1 ms, at most ``edgert._core._handoff.HANDOFF_WAIT_MS``), napping meanwhile so
         the worker gets the GIL; otherwise the worker could wait up to CPython's 5 ms switch
-        interval while this thread runs Python. ``infer_async`` pauses its event loop as long.
+        interval while this thread runs Python (:mod:`edgert._core._handoff`). ``infer_async`` pauses
+        its event loop as long.
 
         Raises:
             InputError: before anything is queued.
         """
-        fut = self._rt._submit(self._m, self._m.feeds(inputs), after)
-        return fut
+        return self._dispatcher.submit(self._loaded, self._loaded.feeds(inputs), after)
 
     async def infer_async(self, inputs: Any) -> dict[str, np.ndarray]:
         """``await`` a request from asyncio; outputs like the sync call."""

@@ -1,6 +1,6 @@
 """The live runtime's public API and model loading: one worker per processor, one policy deciding who runs what.
 
-A request's walk is the dispatcher's (:mod:`edgert._core._dispatch`), from admission to resolution.
+A request's life is the dispatcher's (:mod:`edgert._core._dispatch`), which the runtime holds.
 
 Request lifecycle (every request ends with exactly one terminal status)::
 
@@ -27,10 +27,11 @@ from typing import Any
 from edgert._core import _validate
 from edgert._core._dispatch import Dispatcher
 from edgert._core._frame import Frame, current_frame
-from edgert._core._accuracy import accuracy_check
+from edgert._core._accuracy import AccuracyCheck, accuracy_check
 from edgert._core._loader import (
     check_delegate_names,
     cpu_slots,
+    Opened,
     name_software_workers,
     open_on_workers,
     profiled_ms,
@@ -38,10 +39,9 @@ from edgert._core._loader import (
 )
 from edgert._core._model import LoadedModel, Model, artifacts_of
 from edgert._power import PowerCounters, power_counters
-from edgert._core._result import Result
 from edgert._core._stats import ModelStats
 from edgert._core._trace import TraceWriter
-from edgert._core._worker import Request, make_workers
+from edgert._core._worker import make_workers
 from edgert.errors import ConfigError, EdgeRTError
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import DeviceProfile
@@ -50,7 +50,7 @@ from scheduler.timeline import RequestRecord, write_chrome_trace
 from scheduler.types import Policy
 
 
-class Runtime(Dispatcher):
+class Runtime:
     """Runs many models concurrently on this host's processors, each request placed by a policy.
 
     Args:
@@ -86,23 +86,21 @@ class Runtime(Dispatcher):
                  profile: str | Path | DeviceProfile | None = None) -> None:
         _validate.runtime_args(delegates, scheduler, offload, trace, cpu_workers, warmup_runs, alpha)
         policy = make_policy(scheduler) if scheduler is None or isinstance(scheduler, str) else scheduler
-        super().__init__(policy, LatencyEstimator(alpha))
         self._warmup_runs = warmup_runs
         self._profile = _profile_of(profile)
-        self._next_frame = 0
-        self._trace = TraceWriter(trace) if trace is not None else None
         self._delegates = resolve_delegates(delegates)
-        workers = make_workers(self._delegates, cpu_slots(self._delegates, cpu_workers), self._lock)
+        d = self._dispatcher = Dispatcher(policy, LatencyEstimator(alpha), TraceWriter(trace) if trace is not None else None)
+        workers = make_workers(self._delegates, cpu_slots(self._delegates, cpu_workers), d.lock)
         name_software_workers(workers)   # a software adapter's worker is gpu-sw, never gpu
         if offload not in (None, "off"):
-            from edgert.offload._worker import make_cloud_worker  # noqa: PLC0415 - optional path
+            from edgert.offload._factory import make_cloud_worker  # noqa: PLC0415 - optional path
 
-            workers.append(make_cloud_worker(offload, self._lock, self))
+            workers.append(make_cloud_worker(offload, d.lock, d))
         if not workers:
             why = (f"cpu_workers=0 and delegates={delegates!r} has no accelerator here" if cpu_workers == 0
                    else f"delegates={delegates!r} left no available delegate")
             raise ConfigError(f"no processor to run on: {why} (see `edgert devices`)")
-        self._start_workers(workers)
+        d.start(workers)
         power_counters()   # says once per process whether this host has a power counter, and why not
 
     # -- public API --------------------------------------------------------------------
@@ -110,7 +108,21 @@ class Runtime(Dispatcher):
     def processors(self) -> list[str]:
         """Worker names, e.g. ``['cpu0', 'cpu1', 'gpu']``; a software adapter named explicitly (lavapipe)
         is ``gpu-sw`` and takes one core's CPU worker by default (it computes on those cores)."""
-        return [w.name for w in self._workers]
+        return self._dispatcher.processors
+
+    @property
+    def scheduler(self) -> str:
+        """The policy's name."""
+        return self._dispatcher.decider.policy_name
+
+    @property
+    def estimator(self) -> LatencyEstimator:
+        """The latency estimator the policy reads and every completed run updates (ms)."""
+        return self._dispatcher.estimator
+
+    def now_ms(self) -> float:
+        """The runtime clock: ms since the runtime started (monotonic)."""
+        return self._dispatcher.now_ms()
 
     @property
     def power_counters(self) -> PowerCounters:
@@ -147,7 +159,8 @@ class Runtime(Dispatcher):
                 number of ms > 0 …), or the runtime is closed.
             DelegateUnavailable: a named delegate cannot run on this host.
         """
-        if self._closing:
+        d = self._dispatcher
+        if d.ends.closing:
             raise EdgeRTError("the runtime is closed; create a new edgert.Runtime")
         name, slo_ms = _validate.name(name), _validate.slo_ms(slo_ms, name)
         then = _validate.names(then, "then")
@@ -158,27 +171,34 @@ class Runtime(Dispatcher):
             if arts[0].path is None:
                 raise ConfigError("rt.load(bytes) needs name=")
             name = arts[0].path.stem
-        if name in self._models:
+        if name in d.models:
             raise ConfigError(f"a model named {name!r} is already loaded; pass another name=")
         allowed_d = check_delegate_names(delegates, self._delegates)
         lm = LoadedModel(name, arts, (), (), slo_ms)
         lm.then = tuple(then)
         check = accuracy_check(lm, tolerance, sample, check_accuracy)
         excluded: dict[str, str] = {}
-        opened = open_on_workers(lm, self._workers, allowed_d, self._delegates, self._warmup_runs, check, excluded)
-        profiled = profiled_ms(self._profile, name, self._workers)
-        with self._lock:
-            for w, d, s, ms in opened:
-                w.sessions[name] = (d, s)
+        opened = open_on_workers(lm, d.workers, allowed_d, self._delegates, self._warmup_runs, check, excluded)
+        self._publish(lm, opened, allowed_d, excluded, check)
+        return Model(d, lm)
+
+    def _publish(self, lm: LoadedModel, opened: list[Opened], allowed_d: tuple[str, ...] | None,
+                 excluded: dict[str, str], check: AccuracyCheck | None) -> None:
+        """Hand each opened session to its worker, seed the estimator (profiled ms first) and publish
+        the model and its stats (with the paths excluded and the accuracy check's summary)."""
+        d = self._dispatcher
+        profiled = profiled_ms(self._profile, lm.name, d.workers)
+        with d.lock:
+            for w, delegate, session, ms in opened:
+                w.sessions[lm.name] = (delegate, session)
                 ms = profiled.get(w.name, ms)
-                self.estimator.seed(name, w.name, ms if ms is not None else 1.0)
+                d.estimator.seed(lm.name, w.name, ms if ms is not None else 1.0)
                 if ms is None:
-                    self._unmeasured.add((name, w.name))
+                    d.unmeasured.add((lm.name, w.name))
             if allowed_d is not None:
                 lm.allowed = tuple(w.name for w, *_ in opened)
-            self._models[name] = lm
-            self._stats[name] = ModelStats(excluded=excluded, accuracy=check.summary() if check else None)
-        return Model(self, lm)
+            d.models[lm.name] = lm
+            d.ends.stats[lm.name] = ModelStats(excluded=excluded, accuracy=check.summary() if check else None)
 
     @contextmanager
     def frame(self, budget_ms: float | None = None, *, deadline_ms: float | None = None) -> Iterator[Frame]:
@@ -199,12 +219,7 @@ class Runtime(Dispatcher):
         assert budget is not None   # (one of the two, checked above)
         if not budget > 0:
             raise ConfigError(f"frame {name} must be > 0, got {budget}")
-        now = self.now_ms()
-        with self._lock:
-            f = Frame(self._next_frame, now, now + budget)
-            self._next_frame += 1
-            self._frames[f.index] = f
-            self._frames.pop(f.index - 4096, None)
+        f = self._dispatcher.new_frame(budget)
         tok = current_frame.set(f)
         try:
             yield f
@@ -213,23 +228,24 @@ class Runtime(Dispatcher):
 
     def stats(self) -> dict[str, dict[str, Any]]:
         """Per model: requests, ok, late, dropped, failed, p50_ms, p99_ms, slo_met_rate, by_processor."""
-        with self._lock:
-            self._fold_locked()
-            return {name: s.summary() for name, s in self._stats.items()}
+        d = self._dispatcher
+        with d.lock:
+            d.ends.fold()
+            return {name: s.summary() for name, s in d.ends.stats.items()}
 
     def memory(self) -> dict[str, Any]:
         """The process's ``peak_rss_mb`` / ``rss_mb`` (MB) and, in ``per_model``, each model's ``resident_mb``
         (what loading it added) and ``copies`` (sessions open over all workers): :mod:`edgert._core._memory`."""
         from edgert._core._memory import runtime_memory  # noqa: PLC0415
 
-        with self._lock:   # the workers' sessions change under it (a load)
-            return runtime_memory(list(self._models.values()), self._workers)
+        d = self._dispatcher
+        with d.lock:   # the workers' sessions change under it (a load)
+            return runtime_memory(list(d.models.values()), d.workers)
 
     def records(self) -> list[RequestRecord]:
         """Finished requests (the most recent RECORDS_KEPT), oldest first; times in runtime ms."""
-        with self._lock:
-            self._fold_locked()
-            kept = list(self._records)
+        with self._dispatcher.lock:
+            kept = self._dispatcher.ends.kept()
         return [RequestRecord(*fields) for fields in kept]
 
     def write_timeline(self, path: str | Path) -> None:
@@ -238,32 +254,7 @@ class Runtime(Dispatcher):
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Finish in-flight requests (up to ``timeout_s``), drop what is left, stop the workers."""
-        with self._lock:
-            if self._stopping:
-                return
-            self._closing = True
-            deadline = time.monotonic() + timeout_s
-            while self._inflight and time.monotonic() < deadline:
-                self._idle.wait(timeout=max(0.0, deadline - time.monotonic()))
-            done: list[tuple[Request, Result]] = []
-            now = self.now_ms()
-            for req in list(self._pending.values()):
-                self._drop_locked(req, "the runtime closed before it ran", now, done)
-            self._pending.clear()
-            for w in self._workers:
-                while w.queue:
-                    self._drop_locked(w.queue.popleft(), "the runtime closed before it ran", now, done)
-            self._stopping = True
-            for w in self._workers:
-                w.cond.notify_all()
-        self._resolve(done)
-        for w in self._workers:
-            for t in w.threads:
-                t.join(timeout=5.0)
-            w.close()
-        self._stop_resolver()
-        if self._trace is not None:
-            self._trace.close()
+        self._dispatcher.close(timeout_s)
 
     def __enter__(self) -> Runtime:
         return self

@@ -134,8 +134,8 @@ class Worker:
         return req
 
     def is_idle(self) -> bool:
-        """Nothing running and nothing queued."""
-        return not self.running and not self.queue
+        """A free slot and nothing queued: a request placed on it starts now (:class:`scheduler.contract.Processor`)."""
+        return not self.queue and len(self.running) < self.capacity
 
     def close(self) -> None:
         """Release every session."""

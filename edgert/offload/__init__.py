@@ -8,7 +8,7 @@
                                  └── gRPC (tritonclient) / REST (http.client) (_kserve_transport), URLs (_kserve_config)
     edgert cloud serve --kserve ─ MLServer + OnnxRuntimeModel (kserve_server, _kserve_runtime)
     Runtime(offload="auto" | "mqtt://host:port")
-        └── make_cloud_worker ─ CloudWorker (_worker)      the ``cloud`` processor of the runtime
+        └── make_cloud_worker (_factory) ─ CloudWorker (_worker)   the ``cloud`` processor of the runtime
                                  ├── CloudDelegate / CloudSession (_client)
                                  ├── MqttLink (_link)      one paho-mqtt connection, RTT and bandwidth
                                  └── EmbeddedCloud (_embedded)  ``"auto"``: amqtt broker + local worker

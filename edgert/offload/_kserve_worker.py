@@ -24,7 +24,7 @@ from edgert.offload._worker import CloudWorker
 
 if TYPE_CHECKING:
     from edgert._core._model import LoadedModel
-    from edgert._core._runtime import Runtime
+    from edgert._core._dispatch import Dispatcher
 
 log = logging.getLogger("edgert.offload")
 
@@ -36,7 +36,7 @@ class KServeWorker(CloudWorker):
         OffloadError: no server answers at the configured address.
     """
 
-    def __init__(self, cfg: KServeConfig, lock: threading.Lock, runtime: Runtime | None = None) -> None:
+    def __init__(self, cfg: KServeConfig, lock: threading.Lock, runtime: Dispatcher | None = None) -> None:
         from edgert.offload._kserve_client import KServeDelegate, KServeLink  # noqa: PLC0415
 
         link = KServeLink(cfg)
@@ -100,7 +100,7 @@ def specs_of(model: LoadedModel) -> tuple[tuple[TensorSpec, ...], tuple[TensorSp
                          f"kserve server: {'; '.join(errors) or 'no CPU delegate here opens its format'}")
 
 
-def make_kserve_worker(offload: str | KServeConfig, lock: threading.Lock, runtime: Runtime | None = None) -> KServeWorker:
+def make_kserve_worker(offload: str | KServeConfig, lock: threading.Lock, runtime: Dispatcher | None = None) -> KServeWorker:
     """The cloud worker for ``offload="kserve://…"`` (or a :class:`KServeConfig`).
 
     Raises:

@@ -1,6 +1,6 @@
 """The ``cloud`` processor of the runtime: a worker whose invocations are MQTT round trips.
 
-``Runtime(offload=…)`` calls :func:`make_cloud_worker`:
+``Runtime(offload=…)`` calls :func:`edgert.offload._factory.make_cloud_worker`:
 
 * ``"mqtt://host:port"`` / ``"mqtts://…"`` (or a :class:`edgert.offload.CloudConfig`):
   connect to that broker; ``edgert cloud serve`` workers there serve the models.
@@ -35,19 +35,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from delegates.base import Delegate, Session
-from edgert._extras import require
-from edgert.errors import ConfigError, ModelLoadError, OffloadError
+from edgert.errors import ModelLoadError, OffloadError
 from edgert.offload._client import CloudDelegate, CloudSession
-from edgert.offload._config import CloudConfig, parse_broker_url
+from edgert.offload._config import CloudConfig
 from edgert.offload._embedded import EmbeddedCloud
-from edgert.offload._kserve_config import KServeConfig, is_kserve_url
+from edgert.offload._kserve_config import KServeConfig
 from edgert.offload._link import MqttLink
 from edgert._core._worker import Worker
 
 if TYPE_CHECKING:
     from edgert._core._model import LoadedModel
     from edgert._core._worker import Request
-    from edgert._core._runtime import Runtime
+    from edgert._core._dispatch import Dispatcher
 
 #: A cloud estimate no round trip has refreshed for this long (s) is stale: see ``CloudWorker``.
 STALE_S = 1.0
@@ -59,7 +58,7 @@ class CloudWorker(Worker):
     Args:
         cfg: broker address and options.
         lock: the runtime's lock.
-        runtime: the runtime (its clock and estimator set the give-up time); None uses
+        runtime: the runtime's dispatcher (its clock and estimator set the give-up time); None uses
             the request's start time as the clock and keeps no local reserve.
         embedded: the auto-mode broker and worker process this worker owns and stops.
 
@@ -69,7 +68,7 @@ class CloudWorker(Worker):
 
     inline_ok = False
 
-    def __init__(self, cfg: CloudConfig | KServeConfig, lock: threading.Lock, runtime: Runtime | None = None,
+    def __init__(self, cfg: CloudConfig | KServeConfig, lock: threading.Lock, runtime: Dispatcher | None = None,
                  embedded: EmbeddedCloud | None = None, *, link: Any = None, delegate: Delegate | None = None) -> None:
         # ``link`` and ``delegate``: another protocol's (kserve: ``_kserve_worker``); a link has
         # ``connected`` and ``close()``, and the delegate's sessions ``run(feeds, timeout_ms)``
@@ -257,43 +256,3 @@ def give_up_ms(deadline_ms: float, now_ms: float, expected_ms: float, reserve_ms
     if not math.isfinite(deadline_ms):
         return now_ms + timeout_ms
     return min(max(deadline_ms - reserve_ms, now_ms + 2.0 * expected_ms), deadline_ms)
-
-
-def make_cloud_worker(offload: str | CloudConfig | KServeConfig, lock: threading.Lock,
-                      runtime: Runtime | None = None) -> CloudWorker:
-    """The cloud worker for ``Runtime(offload=…)``: ``"auto"``, ``"mqtt[s]://…"``, ``"kserve://…"``
-    (and its REST and TLS forms, see :mod:`edgert.offload._kserve_config`), or a config object.
-
-    Raises:
-        ConfigError: an offload value that is none of these.
-        OffloadError: the broker is unreachable, or the auto-mode worker did not start.
-        MissingExtra: the MQTT packages are not installed (``pip install 'edgert[cloud]'``).
-    """
-    if isinstance(offload, KServeConfig) or is_kserve_url(offload):
-        from edgert.offload._kserve_worker import make_kserve_worker  # noqa: PLC0415 - its own client library
-
-        return make_kserve_worker(offload, lock, runtime)   # type: ignore[arg-type]
-    require("paho.mqtt.client", "offload")   # before starting anything: name the extra
-    if offload == "auto":
-        require("amqtt", "offload='auto' (the embedded broker)")
-    if isinstance(offload, CloudConfig):
-        return CloudWorker(offload, lock, runtime)
-    if not isinstance(offload, str):
-        raise ConfigError(f"offload must be None, 'auto' or 'mqtt://host:port', got {offload!r}")
-    if offload == "auto":
-        emb = EmbeddedCloud()
-        try:
-            w = CloudWorker(parse_broker_url(emb.url + "?capacity=2"), lock, runtime, emb)
-        except BaseException:
-            emb.close()
-            raise
-        try:
-            emb.wait_ready(w.link)
-        except BaseException:
-            w.close()
-            raise
-        return w
-    if not offload.startswith(("mqtt://", "mqtts://")):
-        raise ConfigError(f"unknown offload {offload!r}: use 'auto', 'mqtt://host:port', 'mqtts://host:port' or "
-                          "'kserve://host:port' (None or 'off' for no offload)")
-    return CloudWorker(parse_broker_url(offload), lock, runtime)

@@ -293,21 +293,21 @@ class EdgertPolicy:
                    0.5 * plan.tight_ms if overloaded else _INF,   # a longer local run holds a tight stream's processor
                    estimator.ema_table().get if type(estimator) is LatencyEstimator else None,
                    None if self.green is None or overloaded else self.green)   # the energy objective, if any
-        return self._place(ordered, procs, estimator, now_ms, setting)
+        n = len(procs.names)   # the decision's state (see Work), which _place fills
+        work = _new(Work, (procs.ready[:], [], {} if self.supersede else None, [None] * n, [0.0] * n, {}))
+        return self._place(ordered, procs, estimator, now_ms, setting, work)
 
     def _place(self, ordered: Sequence[RequestView], procs: Processors, estimator: LatencyModel,
-               now_ms: float, setting: tuple[Any, ...]) -> list[Assignment]:
+               now_ms: float, setting: tuple[Any, ...], work: Work) -> list[Assignment]:
         """Place each request (most urgent first) against what more urgent ones claimed; see decide."""
         names, ready, is_cloud, free, slots, _, _, _ = procs
         plan, use_plan, known_fates, whole, reserved, overloaded, long_ms, lookup, green = setting   # see decide
         k_local, cloud_margin, risky_margin, guard_ms = self.k_local, self.cloud_margin, self.risky_margin, self.guard_ms
-        work = _new(Work, (ready[:], [], {} if self.supersede else None, [None] * len(names), [0.0] * len(names), {}))
         _, out, placed, last, last_start, rows = work   # the decision's state: see Work
         for req in ordered:
             rid, model, _, deadline, stream, _, downstream_ms, allowed = req   # faster than 7 attribute reads
-            new = False
-            if (fate := known_fates.get(rid, -1) if use_plan else LOCAL) < 0:   # the plan's fate: fixed when
-                fate, new = plan.fate(req), True                               # the request is first seen
+            if new := (fate := known_fates.get(rid, -1) if use_plan else LOCAL) < 0:   # the plan's fate: fixed
+                fate = plan.fate(req)                                                # when the request is first seen
             row = rows.get(model) or rows.setdefault(model, _row(lookup, estimator, model, names))   # [(i, ms)]
             row = row if allowed is None else [(i, ms) for i, ms in row if names[i] in allowed]
             if fate == SHED or not row:

@@ -1,50 +1,32 @@
 """The simulator's driver: applies a policy to simulated processors exactly per the driver contract.
 
-The contract (``scheduler/types.py``), as this driver implements it:
+The loop, in SimPy's manner (:meth:`Simulation._event_loop`): take the next instant, then at that instant
 
-* ``policy.decide(view, now_ms)`` runs at every instant at which a request
-  arrives (or a cascade stage becomes ready) or a processor finishes one:
-  once per instant, after all of that instant's completions and arrivals,
-  so simultaneous frames of several streams are decided together, as the
-  live runtime's scheduler thread sees them. With nothing pending there is
-  nothing to decide and the call is skipped (a pure policy can only return
-  ``[]``). A completion's cascade stages are pending when the freed
-  processor is decided on, as in the live runtime (``Runtime._run``
-  resolves the finished request, whose callbacks submit the next stages,
-  before it asks the policy again).
-* An assignment appends the request to that processor's FIFO queue; the
-  processor starts it as soon as it has a free slot.
-  ``Assignment(processor=None)`` drops it with the policy's reason.
-* After applying a decision, a request still pending whose every candidate
-  processor (supports its model, available) is idle is dropped with the
-  live runtime's reason (:func:`left_unplaced`).
-* What each assignment means, and its wording, is :mod:`scheduler.contract`'s; a decision that
-  breaks the contract (an id not pending, a processor that cannot run the request) stops the run
-  (``ON_BROKEN = OnBroken.RAISE``: the live runtime drops instead; the contract says why).
+1. the completions, FIFO by ``seq`` (:meth:`~Simulation._complete`): a run frees its processor, which
+   starts its queue's head (:meth:`~Simulation._start_run`, the one start step); its firing cascade
+   stages become ready (:meth:`~Simulation._ready_now`), at once or after the app's own gap;
+2. the root arrivals (from the workload's sorted columns);
+3. one decision, if anything is pending (:meth:`~Simulation._decide`): ``policy.decide(view, now_ms)``
+   over the pending requests and the processors' views, applied by :func:`scheduler.contract.apply`
+   and swept by :func:`scheduler.contract.sweep_unplaced`, the live runtime's two steps, this driver
+   giving them its processors (the :class:`scheduler.contract.Driver` methods). So simultaneous
+   frames of several streams are decided together, and a completion's cascade stages are pending
+   when the freed processor is decided on, as in the live runtime.
 
-Event order: ``(time, priority, seq)``, in one loop (:meth:`Simulation._event_loop`;
-a handler call per event would cost more than the rest of a request's
-bookkeeping): the heap holds only completions, ``(end_ms, seq, request
-id)``; root arrivals come from the workload's sorted columns; at each
-instant, completions run first (priority 0, FIFO by ``seq``), then arrivals
-(priority 1), then one decision (priority 2).
-A run that starts at an instant and takes 0 ms completes at that same instant.
+The heap holds completions, ``(end_ms, seq, request id)``, and the app-side gaps before cascade
+stages (``(ready_ms, -1, -id - 1)``). A run that starts at an instant and takes 0 ms completes at
+that same instant. A decision that breaks the contract stops the run (``ON_BROKEN = OnBroken.RAISE``:
+the live runtime drops instead; :mod:`scheduler.contract` says why).
 
 Latency model (:mod:`~scheduler.sim.latency`): each run's time is the profile's latency times a
 seeded log-normal factor (plus the cloud's transfer), and a hand-off delay (``dispatch_ms``) may pass
-between a processor taking a request and running it. Both are applied in the run's start
-step (in :meth:`Simulation._event_loop`), whichever way the request got there: straight from a decision
-to a free processor, or from the head of a processor's queue when a run ends. With a profile's
-``thermal`` section (and ``thermal=True``) that step also heats the device and divides the run time by
-the processor's speed at the throttling severity in force (:mod:`~scheduler.sim.heat`).
+between a processor taking a request and running it; both in the start step, whichever way the
+request got there. With a profile's ``thermal`` section (and ``thermal=True``) that step also heats
+the device and divides the run time by the processor's speed (:meth:`scheduler.sim.heat.Heat.start`).
 
-A :class:`ProcessorView` is built as the live runtime builds it
-(``Runtime._view``): ``busy_until_ms`` 0 while a slot is free, else the
-earliest expected end of its runs; ``queued_ms`` the sum of the expected
-latencies queued on it; ``slots`` / ``free_slots`` (the cloud has
-``cloud_slots``, a local processor 1). The estimator the policy sees is a
-:class:`LatencyEstimator` seeded from the profile means (and the cloud's
-expected latency) and updated by EMA with every simulated run.
+A :class:`ProcessorView` is :func:`scheduler.contract.processor_view`, as the live runtime's. The
+estimator the policy sees is a :class:`LatencyEstimator` seeded from the profile means (and the
+cloud's expected latency) and updated by EMA with every simulated run.
 """
 
 from __future__ import annotations
@@ -57,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.contract import OnBroken, broken, dropped_by, left_unplaced, misplaced, not_pending
+from scheduler.contract import OnBroken, apply, left_unplaced, sweep_unplaced
 from scheduler.errors import EdgeRTError, TraceError
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import DeviceProfile
@@ -74,7 +56,6 @@ ON_BROKEN = OnBroken.RAISE
 
 _NAN = math.nan
 _new = tuple.__new__   # RequestView / SchedulerView built in C (see scheduler.sim._views)
-
 
 
 def _firing_children(wl: Workload) -> list[list[int] | None]:
@@ -114,6 +95,7 @@ class Simulation:
         self.profile = profile
         self.policy = policy
         self.policy_name: str = getattr(policy, "name", type(policy).__name__)
+        self.on_broken = ON_BROKEN
         self.processors = procs = make_processors(profile, offload, cloud_slots)
         self.by_name = {p.name: p for p in procs}
         lat, table = latency_table(profile, procs, noise, cloud_noise, profile.cloud if offload else None)
@@ -162,6 +144,7 @@ class Simulation:
                 that does not exist or cannot run it (a policy bug; never silently fixed up).
         """
         n = len(self.workload)
+        wl = self.workload
         self._ready = [_NAN] * n
         self._start = [_NAN] * n
         self._end = [_NAN] * n
@@ -169,13 +152,22 @@ class Simulation:
         self._proc: list[Any] = [None] * n   # by request id: the SimProcessor it ran on (None: it never ran)
         self._reasons: dict[int, str] = {}
         self._done: list[int] = []
-        self._children = _firing_children(self.workload)
+        self._children = _firing_children(wl)
         self._pending: dict[int, RequestView] = {}
         self._heap: list[tuple[float, int, int]] = []   # completions: (end ms, seq, request id)
-        self._stale: list[SimProcessor] = []              # processors whose view changed since the last decision
-        self._mcode: list[int] = self.workload.model.tolist()   # by request id: its model's code
+        self._seq = 0                                     # completions at one end time complete in start order
+        self._mcode: list[int] = wl.model.tolist()        # by request id: its model's code
+        # by request id: the fields of its RequestView (model, stream, frame, deadline ms, downstream ms)
+        self._cols = (np.array(wl.models, object)[wl.model].tolist(), np.array(wl.streams, object)[wl.stream].tolist(),
+                      wl.frame.tolist(), (wl.t_ms + wl.slo_ms).tolist(), self._downstream)
+        self._ema, self._alpha = self.estimator.ema_table(), self.estimator.alpha   # updated in place by each run
+        self._views = [p.idle_view for p in self.processors]
+        self._pviews = tuple(self._views)
+        self._unplaced = left_unplaced(self.policy_name)
         for p in self.processors:
             p.view = p.idle_view
+        self._groups_done = 0
+        self.decisions = 0
         try:
             self._event_loop(on_tick, tick_every)
         except Exception as exc:
@@ -185,178 +177,135 @@ class Simulation:
             raise EdgeRTError(f"{len(self._pending)} request(s) still pending when the simulation ran out of events")
         self._tally()
 
-    def _request_columns(self) -> tuple[list[int], list[str], list[str], list[int], list[float], list[float]]:
-        """By request id: model code, model, stream, frame, deadline (ms), downstream (ms)."""
-        wl = self.workload
-        mcode = self._mcode
-        models, streams = wl.models, wl.streams
-        return (mcode, np.array(models, object)[wl.model].tolist(), np.array(streams, object)[wl.stream].tolist(),
-                wl.frame.tolist(), (wl.t_ms + wl.slo_ms).tolist(), self._downstream)
-
-    def _ema(self) -> tuple[dict[Any, float], float]:
-        """The estimator's table and weight, which the loop updates inline (a pair that runs is seeded)."""
-        return self.estimator.ema_table(), self.estimator.alpha
-
     def _event_loop(self, on_tick: Callable[[float], None] | None, tick_every: int) -> None:
-        """Every event in ``(time, priority, seq)`` order: at each instant the completions (a run frees its processor,
-        which starts its queue's head; its cascade stages become ready), root arrivals, one decision if any pending.
-
-        One function on purpose: the start step and the decision are written inline (a Python call per run and per
-        decision cost more than the work they do). The start step -- written twice, for a queue's head and for a
-        decision's free processor, the same statements -- makes processor ``p`` run request ``rid`` from ``now`` plus
-        its hand-off delay, for its drawn run time (``lat = p.lat[model code]``: mean x the request's drawn factor +
-        the extra, :mod:`~scheduler.sim.latency`; with a heat model, divided by the processor's speed and its energy
-        counted: the heat start rule (scheduler.sim.heat's module doc), with the model's sync time, speeds and pending mJ in locals), and schedules its completion (ties at one end time complete in start order).
-        The decision: one policy decision over the pending requests and the processors' views (rebuilt where stale),
-        applied as the driver contract says: an assignment joins that processor's FIFO queue (starting at once if
-        it is free), a drop drops; then the "left unplaced" sweep."""
-        mcode, mname, sname, frame, deadline, down = self._request_columns()
-        ready, start, end, children, gap, proc = self._ready, self._start, self._end, self._children, self._gap, self._proc
-        pending, stale, heap, ema, alpha = self._pending, self._stale, self._heap, *self._ema()
-        done_append, pop, push, inf, RV, SV = self._done.append, heappop, heappush, math.inf, RequestView, SchedulerView
-        est, by_name, cands, drop = self.estimator, self.by_name, self._cands, self._drop
-        # no hand-off delay: a run starts at ``now`` itself (``now + 0.0`` is ``now``: 0 <= now < inf), no float made
-        hand: list[float] | None = None if self._no_hand else self._hand
-        policy_decide, policy_name = self.policy.decide, self.policy_name
-        unplaced, no_reason = left_unplaced(policy_name), dropped_by(policy_name)
-        heat = self.heat   # throttle + energy, when modelled: the heat start rule inline, its state in locals while running
-        next_sync, speed, hcost, mj = (heat.next_sync, heat.speed, heat.cost, heat.mj) if heat is not None \
-            else (inf, [], [], 0.0)
-        pv: list[ProcessorView] = [p.idle_view for p in self.processors]   # the views, rebuilt where stale
-        pviews = tuple(pv)
+        """Every event in ``(time, priority, seq)`` order: at each instant the completions (:meth:`_complete`), the
+        root arrivals (:meth:`_ready_now`), then one decision if anything is pending (:meth:`_decide`)."""
+        heap, pending, inf = self._heap, self._pending, math.inf
         root_t, root_ids = root_arrivals(self.workload)   # in arrival order; root_t ends with inf
-        ri, gi, decisions, now, ta = 0, 0, 0, 0.0, root_t[0]   # ta: the next root arrival's time
-        seq = 0   # completions at one end time in start order: (end, seq, id) on the heap
-        try:
-            while True:
-                if heap:   # the next event's time (statements: fewer opcodes than one conditional expression)
-                    now = heap[0][0]
-                    if ta < now:
-                        now = ta
-                elif ta == inf:
-                    break
-                else:
-                    now = ta
-                while heap and heap[0][0] == now:   # priority 0: completions at this instant, FIFO
-                    if (rid := pop(heap)[2]) < 0:   # a cascade stage, its app-side gap over: ready now
-                        ready[c := -rid - 1] = now
-                        pending[c] = _new(RV, (c, mname[c], now, deadline[c], sname[c], frame[c], down[c], None))
-                        continue
-                    (p := proc[rid]).running.remove(rid)
-                    old = ema[k := p.keys[mcode[rid]]]
-                    ema[k] = old + alpha * (now - start[rid] - old)
-                    end[rid] = now
-                    done_append(rid)
-                    if queue := p.queue:   # the processor starts the head of its FIFO queue
-                        q = queue.popleft()
-                        if (qc := p.qcount)[m := mcode[q]] == 1:
-                            del qc[m]
-                        else:
-                            qc[m] -= 1
-                        lat = p.lat[m]   # (queued only where supported)
-                        ms = lat[0] * lat[2][q] + lat[1]   # the start step (see the doc)
-                        if heat is not None:   # the heat start rule, inline
-                            if now >= next_sync:
-                                heat.mj = mj
-                                heat.sync(now)
-                                next_sync, speed, mj = heat.next_sync, heat.speed, heat.mj
-                            ms = ms / speed[i := p.index]
-                            fixed, w = hcost[i][m]
-                            mj += fixed + w * ms
-                        start[q] = s = now if hand is None else now + hand[q]
-                        proc[q] = p
-                        p.running.append(q)
-                        seq += 1
-                        push(heap, (s + ms, seq, q))
-                    if p.view is not None:
-                        p.view = None
-                        stale.append(p)
-                    if (kids := children[rid]) is not None:   # its firing cascade stages become ready now
-                        for c in kids:
-                            if gap is not None and gap[c] > 0.0:   # (or after the app's own work: an event then)
-                                push(heap, (now + gap[c], -1, -c - 1))
-                                continue
-                            ready[c] = now
-                            pending[c] = _new(RV, (c, mname[c], now, deadline[c], sname[c], frame[c], down[c], None))
-                if ta == now:   # priority 1: root arrivals at this instant
-                    while ta == now:
-                        ready[r := root_ids[ri]] = now
-                        pending[r] = _new(RV, (r, mname[r], now, deadline[r], sname[r], frame[r], down[r], None))
-                        ta = root_t[ri := ri + 1]   # (inf after the last root)
-                    gi += 1
-                    if on_tick is not None and gi % tick_every == 0:
-                        on_tick(now)
-                if not pending:
-                    continue
-                decisions += 1   # priority 2: one decision for the instant (see the doc)
-                if stale:
-                    changed = False
-                    for p in stale:   # an idle processor's view is the one built ahead (most of them)
-                        p.view = v = p.idle_view if not p.running and not p.queue else p.make_view(start, mcode, ema)
-                        if v is not pv[p.index]:
-                            pv[p.index] = v
-                            changed = True
-                    stale.clear()
-                    if changed:   # else the same snapshot again (a processor idle again, as it was): no new tuple,
-                        pviews = tuple(pv)   # and a policy that caches by the tuple's identity keeps its cache
-                for rid, name, reason in policy_decide(_new(SV, (tuple(pending.values()), pviews, est)), now):
-                    try:
-                        del pending[rid]
-                    except KeyError:
-                        broken(not_pending(policy_name, rid), ON_BROKEN)
-                        continue   # (only under a switch that drops: nothing to drop)
-                    if name is None:
-                        drop(rid, reason or no_reason, now)
-                        continue
-                    try:
-                        p = by_name[name]
-                        lat = p.lat[m := mcode[rid]]
-                    except KeyError:
-                        lat = None
-                    if lat is None:
-                        drop(rid, self._misplaced(rid, name), now)
-                        continue
-                    if len(p.running) < p.slots and not p.queue:   # free: the start step (see the doc)
-                        ms = lat[0] * lat[2][rid] + lat[1]
-                        if heat is not None:   # the heat start rule, inline
-                            if now >= next_sync:
-                                heat.mj = mj
-                                heat.sync(now)
-                                next_sync, speed, mj = heat.next_sync, heat.speed, heat.mj
-                            ms = ms / speed[i := p.index]
-                            fixed, w = hcost[i][m]
-                            mj += fixed + w * ms
-                        start[rid] = s = now if hand is None else now + hand[rid]
-                        proc[rid] = p
-                        p.running.append(rid)
-                        seq += 1
-                        push(heap, (s + ms, seq, rid))
-                    else:
-                        p.queue.append(rid)
-                        qc = p.qcount
-                        qc[m] = qc.get(m, 0) + 1
-                    if p.view is not None:
-                        p.view = None
-                        stale.append(p)
-                if pending:   # left pending while every processor that could run it is idle: dropped
-                    for rid in list(pending):
-                        for p in cands[mcode[rid]]:
-                            if p.queue or len(p.running) >= p.slots:
-                                break
-                        else:
-                            del pending[rid]
-                            drop(rid, unplaced, now)
-        finally:   # run() notes this time on an exception
-            self.now_ms, self.decisions, self._groups_done = now, decisions, gi
-            if heat is not None:
-                heat.mj = mj
+        ri = 0
+        while True:
+            ta = root_t[ri]   # the next root arrival
+            now = heap[0][0] if heap and heap[0][0] < ta else ta
+            if now == inf:
+                break
+            self.now_ms = now
+            while heap and heap[0][0] == now:   # priority 0: completions at this instant, FIFO
+                self._complete(heappop(heap)[2], now)
+            if ta == now:   # priority 1: root arrivals at this instant
+                while root_t[ri] == now:
+                    self._ready_now(root_ids[ri], now)
+                    ri += 1
+                self._groups_done += 1
+                if on_tick is not None and self._groups_done % tick_every == 0:
+                    on_tick(now)
+            if pending:   # priority 2: one decision for the instant
+                self.decisions += 1
+                self._decide(now)
 
-    def _misplaced(self, rid: int, name: str) -> str:
-        """A placement of request ``rid`` on ``name``, a processor that cannot run it: raises under ``ON_BROKEN``
-        (else the drop reason)."""
-        model = self.workload.models[int(self.workload.model[rid])]
-        return broken(misplaced(self.policy_name, name, name in self.by_name, f"request {rid} (model {model!r})"),
-                      ON_BROKEN)
+    def _ready_now(self, rid: int, now: float) -> None:
+        """Request ``rid`` arrives (or, a cascade stage, becomes ready): pending from ``now``."""
+        model, stream, frame, deadline, down = self._cols
+        self._ready[rid] = now
+        self._pending[rid] = _new(RequestView, (rid, model[rid], now, deadline[rid], stream[rid], frame[rid],
+                                                down[rid], None))
+
+    def _complete(self, rid: int, now: float) -> None:
+        """A heap event at ``now``: request ``rid``'s run ends (its processor starts its queue's head, its firing
+        cascade stages become ready), or (``rid`` < 0) the app-side gap before stage ``-rid - 1`` is over."""
+        if rid < 0:
+            self._ready_now(-rid - 1, now)
+            return
+        p = self._proc[rid]
+        p.running.remove(rid)
+        ema = self._ema   # the estimator learns the run (inline: LatencyEstimator.update's EMA on its table)
+        old = ema[k := p.keys[self._mcode[rid]]]
+        ema[k] = old + self._alpha * (now - self._start[rid] - old)
+        self._end[rid] = now
+        self._done.append(rid)
+        if p.queue:
+            self._start_run(p, self._dequeue(p), now)
+        p.view = None   # changed: rebuilt before the next decision
+        kids = self._children[rid]
+        if kids is not None:
+            gap = self._gap
+            for c in kids:
+                if gap is not None and gap[c] > 0.0:   # ready after the app's own work: an event then
+                    heappush(self._heap, (now + gap[c], -1, -c - 1))
+                else:
+                    self._ready_now(c, now)
+
+    def _start_run(self, p: SimProcessor, rid: int, now: float) -> None:
+        """The start step: ``p`` runs ``rid`` from ``now`` plus its hand-off delay, for its drawn time (the profile's
+        mean x the request's factor + the extra, :mod:`~scheduler.sim.latency`; under the heat model at the
+        speed in force, :meth:`Heat.start`); its completion goes on the heap."""
+        m = self._mcode[rid]
+        lat = p.lat[m]
+        ms = lat[0] * lat[2][rid] + lat[1]   # type: ignore[index]  # (placed only where supported)
+        if self.heat is not None:
+            ms = self.heat.start(p.index, m, ms, now)
+        s = now if self._no_hand else now + self._hand[rid]   # (now + 0.0 is now: no float made)
+        self._start[rid] = s
+        self._proc[rid] = p
+        p.running.append(rid)
+        self._seq += 1
+        heappush(self._heap, (s + ms, self._seq, rid))
+
+    def _dequeue(self, p: SimProcessor) -> int:
+        """Take the head of ``p``'s FIFO queue."""
+        q = p.queue.popleft()
+        qc = p.qcount
+        if qc[m := self._mcode[q]] == 1:
+            del qc[m]
+        else:
+            qc[m] -= 1
+        return q
+
+    def _decide(self, now: float) -> None:
+        """One policy decision over the pending requests and the processors' views (rebuilt where changed), applied
+        as the driver contract says (:func:`scheduler.contract.apply`), then its "left unplaced" sweep."""
+        views, changed = self._views, False
+        for p in self.processors:
+            if p.view is None:   # changed since the last decision (an idle processor's view is the one built ahead)
+                p.view = v = p.make_view(self._start, self._mcode, self._ema) if p.running or p.queue else p.idle_view
+                if v is not views[p.index]:
+                    views[p.index] = v
+                    changed = True
+        if changed:   # else the same snapshot again: no new tuple, and a policy that caches by its identity keeps it
+            self._pviews = tuple(views)
+        pending = self._pending
+        view = _new(SchedulerView, (tuple(pending.values()), self._pviews, self.estimator))
+        apply(self, pending, self.policy.decide(view, now), now)
+        if pending:
+            sweep_unplaced(self, pending, now)
+
+    # ---- the driver interface (scheduler.contract.Driver) ----------------------------------------
+    def can_run(self, p: SimProcessor, req: RequestView) -> bool:
+        """``p`` supports ``req``'s model (and holds it in memory)."""
+        return p.lat[self._mcode[req.id]] is not None
+
+    def place(self, req: RequestView, p: SimProcessor, now_ms: float) -> None:
+        """``req`` joins ``p``'s FIFO queue: started now when ``p`` is free."""
+        rid = req.id
+        if p.is_idle():
+            self._start_run(p, rid, now_ms)
+        else:
+            p.queue.append(rid)
+            qc = p.qcount
+            m = self._mcode[rid]
+            qc[m] = qc.get(m, 0) + 1
+        p.view = None   # changed: rebuilt before the next decision
+
+    def drop(self, req: RequestView, reason: str, now_ms: float) -> None:
+        """Drop ``req`` saying ``reason`` (and every cascade stage downstream of it)."""
+        self._drop(req.id, reason, now_ms)
+
+    def candidates(self, req: RequestView) -> Sequence[SimProcessor]:
+        """The processors that support ``req``'s model."""
+        return self._cands[self._mcode[req.id]]
+
+    def unplaced(self, req: RequestView, able: Sequence[SimProcessor], now_ms: float) -> str:
+        """:func:`scheduler.contract.left_unplaced`."""
+        return self._unplaced
 
     def _drop(self, rid: int, reason: str, now: float) -> None:
         """Drop ``rid`` and, depth first in order, every cascade stage downstream of it.

@@ -3,8 +3,7 @@
 Heat: one :class:`~scheduler.sim.thermal.ThermalModel` per device, heated by
 ``baseline_w`` + every processor's ``idle_w`` + each run's energy above idle
 (measured ``energy_mj`` or ``active_w`` × its ms, less ``idle_w`` × its ms; a
-cloud run's radio energy). The driver's one start step
-(written inline in ``Simulation._event_loop``, its state read from this object) divides the run time
+cloud run's radio energy). The driver's start step calls :meth:`Heat.start`, which divides the run time
 by the processor's speed at the throttling severity in force (the cloud is
 never throttled) and adds the run's energy. At the first start at least
 ``SYNC_MS`` (100 ms) after the last sync, the model is integrated exactly
@@ -74,6 +73,16 @@ class Heat:
         if name in e.energy_mj.get(model, {}):
             return e.energy_mj[model][name], -e.idle_w(name)
         return 0.0, e.invocation_mj(model, name, 1.0) - e.idle_w(name)
+
+    def start(self, index: int, model: int, ms: float, now_ms: float) -> float:
+        """A run of ``ms`` at nominal speed starts at ``now_ms`` on processor ``index`` (model code ``model``):
+        its time at the speed in force (syncing first when due), its energy counted. The driver's start step."""
+        if now_ms >= self.next_sync:
+            self.sync(now_ms)
+        ms = ms / self.speed[index]
+        fixed, w = self.cost[index][model]
+        self.mj += fixed + w * ms
+        return ms
 
     def sync(self, now_ms: float) -> None:
         """Integrate to ``now_ms`` at the mean power since the last sync; take the throttle now in force."""

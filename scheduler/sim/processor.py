@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from scheduler.sim._views import processor_view
+from scheduler.contract import processor_view
 from scheduler.types import ProcessorView
-
-_new = tuple.__new__   # processor_view(...) without its Python call: built once per busy view
 
 
 class SimProcessor:
@@ -26,7 +24,7 @@ class SimProcessor:
         self.qcount: dict[int, int] = {}     # model code -> how many of the queue
         self.view: ProcessorView | None = None
         #: the view while it runs and queues nothing (the same every time, so built once)
-        self.idle_view = processor_view(name, kind, 0.0, 0.0, 0, True, slots, slots)
+        self.idle_view = processor_view(name, kind, slots, (), 0.0, 0, True)
         self.busy_ms = 0.0
         self.n_runs = 0
         #: by model code: (mean_ms, extra_ms, per-request noise factors by request id), None if unsupported
@@ -35,28 +33,21 @@ class SimProcessor:
         self.keys: list[tuple[str, str]] = []
 
     def make_view(self, start_ms: list[float], mcode: list[int], ema: dict[tuple[str, str], float]) -> ProcessorView:
-        """The policy's snapshot of this processor, as ``edgert.Runtime._view`` builds it.
+        """The policy's snapshot of this processor while it runs or queues something (else it is :attr:`idle_view`):
+        :func:`scheduler.contract.processor_view`, as the live runtime's, from the estimator now.
 
-        ``busy_until_ms``: 0 while a slot is free, else the earliest ``start + expected latency`` of
-        its runs; ``queued_ms``: the expected latencies of its queue; both from the estimator now.
         ``start_ms`` and ``mcode`` (model code) are by request id; ``ema`` is the estimator's table
         (``LatencyEstimator.ema_table()``), read through :attr:`keys` (every model this processor
         runs or queues is in it).
         """
-        free = self.slots - len(self.running)
         queue = self.queue
-        if free == self.slots and not queue:
-            return self.idle_view
         keys = self.keys
-        if free > 0:
-            busy = 0.0
-        elif self.slots == 1:
-            r = self.running[0]
-            busy = start_ms[r] + ema[keys[mcode[r]]]
-        else:
-            busy = min([start_ms[r] + ema[keys[mcode[r]]] for r in self.running])
         queued = 0.0
-        if queue:
-            for m, k in self.qcount.items():
-                queued += k * ema[keys[m]]
-        return _new(ProcessorView, (self.name, self.kind, busy, queued, len(queue), True, self.slots, free))
+        for m, k in self.qcount.items():   # by model: k runs of one expected latency
+            queued += k * ema[keys[m]]
+        ends = [start_ms[r] + ema[keys[mcode[r]]] for r in self.running]
+        return processor_view(self.name, self.kind, self.slots, ends, queued, len(queue), True)
+
+    def is_idle(self) -> bool:
+        """A free slot and nothing queued: a request placed on it starts now."""
+        return not self.queue and len(self.running) < self.slots

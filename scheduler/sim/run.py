@@ -159,13 +159,7 @@ def run_simulation(config: SimConfig, progress: Callable[[float], None] | None =
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        if config.scenario is not None:
-            duration = DEFAULT_DURATION_S if config.duration_s is None else config.duration_s
-            wl = build_scenario(config.scenario, duration, config.load, config.burst, config.seed)
-        else:
-            assert config.trace is not None   # SimConfig: exactly one of scenario or trace
-            wl = apply_scaling(read_trace(config.trace, config.seed), config.load, config.duration_s,
-                               config.burst, config.seed)
+        wl = _workload(config)
         run_seed = config.seed if config.run_seed is None else config.run_seed
         sim = Simulation(wl, profile, policy, seed=run_seed, noise=config.noise,
                          cloud_noise=config.cloud_noise, offload=config.offload, cloud_slots=config.cloud_slots,
@@ -201,6 +195,16 @@ def run_simulation(config: SimConfig, progress: Callable[[float], None] | None =
     if progress is not None:
         progress(1.0)
     return result
+
+
+def _workload(config: SimConfig) -> Workload:
+    """The requests ``config`` names: its scenario's, or its trace's, scaled by its load, duration and burst."""
+    if config.scenario is not None:
+        duration = DEFAULT_DURATION_S if config.duration_s is None else config.duration_s
+        return build_scenario(config.scenario, duration, config.load, config.burst, config.seed)
+    assert config.trace is not None   # SimConfig: exactly one of scenario or trace
+    return apply_scaling(read_trace(config.trace, config.seed), config.load, config.duration_s,
+                         config.burst, config.seed)
 
 
 def _gaps(wl: Workload, by_key: Mapping[str, float] | None) -> list[float] | None:

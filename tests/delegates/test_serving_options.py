@@ -65,7 +65,7 @@ def test_io_binding_on_the_cpu_answers_as_the_backend_called_directly(
                 for got, want in zip(r.outputs.values(), ref):
                     assert got.shape == want.shape and got.dtype == want.dtype, label
                     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, err_msg=label)
-            assert all(_bound(w.sessions[name][1]) for w in rt._workers), label
+            assert all(_bound(w.sessions[name][1]) for w in rt._dispatcher.workers), label
 
 
 def test_io_binding_rebinds_when_the_shapes_change(served: None, tmp_path: Path) -> None:

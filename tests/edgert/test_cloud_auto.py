@@ -19,7 +19,7 @@ def test_auto_offload_needs_no_setup_and_cleans_up() -> None:
     with edgert.Runtime(cpu_workers=0, offload="auto") as rt:
         # bytes, not a file: the runtime hands the file to its local worker, which serves it by digest
         m = rt.load(genmodels.build("multi_input", "onnx"), name="multi", format="onnx", slo_ms=2_000.0)
-        w = rt._by_name["cloud"]
+        w = rt._dispatcher.decider.by_name["cloud"]
         emb = w._embedded
         assert emb is not None and (emb.dir / "models" / "multi.onnx").exists()
         res = m.submit(x).result(20)

@@ -56,7 +56,7 @@ def test_runtime_runs_on_the_cloud_with_the_same_outputs(cloud) -> None:
         res = m.submit(x).result(10)
         assert (res.status, res.processor, res.delegate) == (OK, "cloud", "mqtt-cloud")
         np.testing.assert_allclose(res.outputs["logits"], local_outputs(models / "cnn.onnx", x)[0], rtol=1e-5)
-        link = rt._by_name["cloud"].link
+        link = rt._dispatcher.decider.by_name["cloud"].link
         assert link.rtt_ms is not None and link.rtt_ms > 0
         assert m(x)["logits"].shape == (1, 10)
     assert "ready on" in worker.text()
@@ -73,7 +73,7 @@ def test_a_stale_cloud_estimate_is_reset_so_the_cloud_is_tried_again(cloud) -> N
         m = rt.load(models / "cnn.onnx", name="cnn", slo_ms=1_000.0)
         for _ in range(3):
             assert m.submit(x).result(10).processor == "cloud"
-        w = rt._by_name["cloud"]
+        w = rt._dispatcher.decider.by_name["cloud"]
         # The ager thread would age on the real clock (a stall of STALE_S on a busy host resets the
         # estimate before the test does): stop it and drive age_estimates with explicit times.
         w._stop_aging.set()
@@ -239,7 +239,7 @@ def test_broker_restart_fails_fast_then_everyone_reconnects(tmp_path: Path) -> N
         x = np.ones((1, 64), np.float32)
         with edgert.Runtime(cpu_workers=0, offload=broker.url) as rt:
             m = rt.load(models / "tiny.onnx", name="tiny", slo_ms=2_000.0)
-            cloud_w = rt._by_name["cloud"]
+            cloud_w = rt._dispatcher.decider.by_name["cloud"]
             link = cloud_w.link
             up, down = link_events(link)
             assert m.submit(x).result(5).status == OK

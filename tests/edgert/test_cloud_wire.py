@@ -113,7 +113,7 @@ def test_give_up_time(deadline: float, now: float, expected: float, reserve: flo
 def test_unknown_offload_values() -> None:
     import threading
 
-    from edgert.offload._worker import make_cloud_worker
+    from edgert.offload._factory import make_cloud_worker
 
     with pytest.raises(ConfigError, match="unknown offload 'tcp://x'"):
         make_cloud_worker("tcp://x", threading.Lock())

@@ -28,7 +28,7 @@ def test_a_session_that_raises_a_foreign_exception_fails_one_request_and_the_wor
     x = genmodels.example_inputs("tiny")
     with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=1) as rt:
         m = rt.load(paths["onnx"], name="tiny")
-        _, session = rt._by_name["cpu0"].sessions["tiny"]
+        _, session = rt._dispatcher.decider.by_name["cpu0"].sessions["tiny"]
         real = session.run
         session.run = _raise   # type: ignore[method-assign]
         bad = m.submit(x).result(10)
@@ -81,7 +81,7 @@ def test_the_cloud_estimate_ager_survives_an_exception(cloud) -> None:
     broker, models = cloud
     with edgert.Runtime(cpu_workers=0, offload=broker.url) as rt:
         rt.load(models / "tiny.onnx", name="tiny", slo_ms=1_000.0)
-        w = rt._by_name["cloud"]
+        w = rt._dispatcher.decider.by_name["cloud"]
         calls: list[float] = []
 
         def raising(now_s: float) -> list[str]:

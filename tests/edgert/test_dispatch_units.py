@@ -1,6 +1,6 @@
 """The dispatcher's own steps on real workers and requests, without a backend: what a busy worker looks like
-to the policy (``Dispatcher._view``), when a request that faulted on an accelerator is placed again
-(``_replace_locked``), and the timeline's tracks (``Runtime.write_timeline``). Each pins values that mutation
+to the policy (``Decider.view``), when a request that faulted on an accelerator is placed again
+(``Dispatcher._replace_locked``), and the timeline's tracks (``Runtime.write_timeline``). Each pins values that mutation
 testing found unchecked (a mutant changed them and the suite stayed green)."""
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from collections import deque
 import pytest
 
 import edgert
-from edgert._core._dispatch import Dispatcher
-from edgert._core._execution import AHEAD_PENDING, REPROBE_MS
+from edgert._core._dispatch import AHEAD_PENDING, REPROBE_MS, Dispatcher
+from edgert._core._handoff import Handed
 from edgert._core._model import LoadedModel
 from edgert._core._stats import ModelStats
 from edgert._core._worker import Request, Worker
+from scheduler.contract import sweep_unplaced
 from scheduler.estimator import LatencyEstimator
 from scheduler.types import ProcessorView, RequestView
 
@@ -41,7 +42,8 @@ def _request(rid: int, model: str, start_ms: float = math.nan, deadline_ms: floa
 
 def _dispatcher(seed: dict[str, dict[str, float]], *workers: tuple[str, str, int]) -> Dispatcher:
     d = Dispatcher(PlacesNothing(), LatencyEstimator(seed=seed))
-    d._workers = [Worker(name, kind, [], d._lock, capacity) for name, kind, capacity in workers]
+    d.workers = [Worker(name, kind, [], d.lock, capacity) for name, kind, capacity in workers]
+    d.decider.adopt(d.workers)
     return d
 
 
@@ -49,36 +51,36 @@ def _dispatcher(seed: dict[str, dict[str, float]], *workers: tuple[str, str, int
 
 def test_a_full_worker_is_busy_until_its_earliest_run_ends_and_queues_the_sum_of_its_queue() -> None:
     d = _dispatcher({"a": {"gpu": 5.0}, "b": {"gpu": 3.0}, "q": {"gpu": 2.0}}, ("gpu", "gpu", 2))
-    w = d._workers[0]
+    w = d.workers[0]
     w.running = [_request(0, "a", start_ms=100.0), _request(1, "b", start_ms=101.0)]
     w.queue = deque([_request(2, "q"), _request(3, "unknown"), _request(4, "q")])
-    got = d._view(w, 102.0, d.estimator.expected_ms)
+    got = d.decider.view(w, 102.0)
     # busy until the first of its runs ends (a + 5 = 105 vs b + 3 = 104); queue 2 + 0 (no estimate) + 2
     assert got == ProcessorView("gpu", "gpu", 104.0, 4.0, 3, True, 2, 0)
 
 
 def test_a_run_without_an_estimate_ends_when_it_started() -> None:
     d = _dispatcher({}, ("npu", "npu", 1))
-    w = d._workers[0]
+    w = d.workers[0]
     w.running = [_request(0, "unknown", start_ms=50.0)]
-    assert d._view(w, 60.0, d.estimator.expected_ms) == ProcessorView("npu", "npu", 50.0, 0.0, 0, True, 1, 0)
+    assert d.decider.view(w, 60.0) == ProcessorView("npu", "npu", 50.0, 0.0, 0, True, 1, 0)
 
 
 def test_a_worker_with_a_free_slot_is_not_busy_and_an_unhealthy_one_is_unavailable() -> None:
     d = _dispatcher({"a": {"cloud": 30.0}}, ("cloud", "cloud", 4))
-    w = d._workers[0]
+    w = d.workers[0]
     w.running = [_request(0, "a", start_ms=10.0)]
-    assert d._view(w, 20.0, d.estimator.expected_ms) == ProcessorView("cloud", "cloud", 0.0, 0.0, 0, True, 4, 3)
+    assert d.decider.view(w, 20.0) == ProcessorView("cloud", "cloud", 0.0, 0.0, 0, True, 4, 3)
     w.running, w.unhealthy_until_ms = [], 500.0
-    assert d._view(w, 20.0, d.estimator.expected_ms) == ProcessorView("cloud", "cloud", 0.0, 0.0, 0, False, 4, 4)
+    assert d.decider.view(w, 20.0) == ProcessorView("cloud", "cloud", 0.0, 0.0, 0, False, 4, 4)
 
 
 def test_a_worker_is_available_again_from_the_moment_its_rest_ends() -> None:
     d = _dispatcher({}, ("gpu", "gpu", 1))
-    w = d._workers[0]
+    w = d.workers[0]
     w.unhealthy_until_ms = 20.0
-    assert d._view(w, 20.0, d.estimator.expected_ms).available is True
-    assert d._view(w, 19.9, d.estimator.expected_ms).available is False
+    assert d.decider.view(w, 20.0).available is True
+    assert d.decider.view(w, 19.9).available is False
 
 
 # -- what a run teaches the estimator --
@@ -86,14 +88,14 @@ def test_a_worker_is_available_again_from_the_moment_its_rest_ends() -> None:
 def test_the_first_run_of_an_unmeasured_pair_is_its_prior_then_runs_average_in() -> None:
     d = _dispatcher({"m": {"gpu": 1.0, "gpu2": 1.0}, "n": {"gpu": 4.0, "gpu2": 4.0}}, ("gpu", "gpu", 1),
                     ("gpu2", "gpu", 1))
-    gpu = d._workers[0]
+    gpu = d.workers[0]
     gpu.peers = ("gpu", "gpu2")   # one processor, two workers: one estimate
-    d._unmeasured = {("m", "gpu"), ("m", "gpu2")}
+    d.unmeasured = {("m", "gpu"), ("m", "gpu2")}
     est, alpha = d.estimator, d.estimator.alpha
     d._observe("n", gpu, 10.0)    # a measured pair averages in, whatever else is still unmeasured
     assert est.expected_ms("n", "gpu") == est.expected_ms("n", "gpu2") == 4.0 + alpha * 6.0
     d._observe("m", gpu, 10.0)    # the first run of m: the prior of both peers
-    assert (est.expected_ms("m", "gpu"), est.prior_ms("m", "gpu2"), d._unmeasured) == (10.0, 10.0, set())
+    assert (est.expected_ms("m", "gpu"), est.prior_ms("m", "gpu2"), d.unmeasured) == (10.0, 10.0, set())
     d._observe("m", gpu, 20.0)
     assert est.expected_ms("m", "gpu") == est.expected_ms("m", "gpu2") == 10.0 + alpha * 10.0
 
@@ -101,19 +103,19 @@ def test_the_first_run_of_an_unmeasured_pair_is_its_prior_then_runs_average_in()
 # -- requests nothing will place --
 
 def _unplaceable(*pending: Request, busy: bool = False, gpu_rests_until: float = -math.inf) -> list[str]:
-    """Reasons of the requests ``_drop_unplaceable_locked`` drops at now = 50 ms; gpu and cpu0 run "m"."""
+    """Reasons of the requests the "left unplaced" sweep drops at now = 50 ms; gpu and cpu0 run "m"."""
     d = _dispatcher({"m": {"gpu": 4.0, "cpu0": 9.0}}, ("gpu", "gpu", 1), ("cpu0", "cpu", 1))
-    d._workers[0].unhealthy_until_ms = gpu_rests_until
+    d.workers[0].unhealthy_until_ms = gpu_rests_until
     if busy:
-        d._workers[0].running = [_request(99, "m", start_ms=45.0)]
+        d.workers[0].running = [_request(99, "m", start_ms=45.0)]
     for req in pending:
-        d._pending[req.id] = req
-        d._stats.setdefault(req.model.name, ModelStats())
-        d._inflight += 1
-    done: list = []
-    with d._lock:   # (as the dispatcher calls it: its completion notifies waiters on that lock)
-        d._drop_unplaceable_locked(50.0, done)
-    assert sorted(d._pending) == sorted(r.id for r in pending if all(r is not q for q, _ in done))
+        d.decider.pending[req.id] = req
+        d.ends.stats.setdefault(req.model.name, ModelStats())
+        d.ends.inflight += 1
+    with d.lock:   # (as the dispatcher calls it: its completion notifies waiters on that lock)
+        sweep_unplaced(d.decider, d.decider.pending, 50.0)
+        done = d.ends.take()
+    assert sorted(d.decider.pending) == sorted(r.id for r in pending if all(r is not q for q, _ in done))
     return [res.error.reason for _, res in done]
 
 
@@ -152,8 +154,8 @@ def _faulted(attempts: int = 0, deadline_ms: float = 100.0, cpu_runs_it: bool = 
     d = _dispatcher(seed, ("gpu", kind, 1), ("cpu0", "cpu", 1))
     req = _request(7, "m", start_ms=40.0, deadline_ms=deadline_ms)
     req.attempts = attempts
-    req.worker = d._workers[0]
-    return d, d._workers[0], req
+    req.worker = d.workers[0]
+    return d, d.workers[0], req
 
 
 @pytest.mark.parametrize("attempts", [0, 1])
@@ -161,7 +163,7 @@ def test_a_faulted_request_is_placed_again_and_the_accelerator_rests(attempts: i
     d, gpu, req = _faulted(attempts)
     assert d._replace_locked(gpu, req, 50.0) is True
     assert gpu.unhealthy_until_ms == 50.0 + REPROBE_MS
-    assert (req.attempts, req.worker, d._pending) == (attempts + 1, None, {7: req})
+    assert (req.attempts, req.worker, d.decider.pending) == (attempts + 1, None, {7: req})
 
 
 @pytest.mark.parametrize(("attempts", "deadline_ms", "cpu_runs_it", "kind"), [
@@ -173,7 +175,7 @@ def test_a_faulted_request_is_placed_again_and_the_accelerator_rests(attempts: i
 def test_a_faulted_request_fails_instead(attempts: int, deadline_ms: float, cpu_runs_it: bool, kind: str) -> None:
     d, w, req = _faulted(attempts, deadline_ms, cpu_runs_it, kind)
     assert d._replace_locked(w, req, 50.0) is False
-    assert (w.unhealthy_until_ms, req.attempts, req.worker, d._pending) == (-math.inf, attempts, w, {})
+    assert (w.unhealthy_until_ms, req.attempts, req.worker, d.decider.pending) == (-math.inf, attempts, w, {})
 
 
 def test_a_faulted_accelerator_gives_back_what_was_queued_on_it_ahead() -> None:
@@ -182,7 +184,7 @@ def test_a_faulted_accelerator_gives_back_what_was_queued_on_it_ahead() -> None:
     ahead.worker = gpu
     gpu.queue.append(ahead)
     assert d._replace_locked(gpu, req, 50.0) is True
-    assert (list(gpu.queue), ahead.worker, sorted(d._pending)) == ([], None, [7, 8])
+    assert (list(gpu.queue), ahead.worker, sorted(d.decider.pending)) == ([], None, [7, 8])
 
 
 # -- queued ahead: a busy worker shown to the policy as free --
@@ -206,29 +208,28 @@ class RecordsViews:
 def _backlog(n: int) -> tuple[Dispatcher, Worker, RecordsViews]:
     pol = RecordsViews()
     d = Dispatcher(pol, LatencyEstimator(seed={"m": {"cpu0": 5.0}}))
-    d._workers = [Worker("cpu0", "cpu", [], d._lock, 1)]
-    d._by_name = {"cpu0": d._workers[0]}
-    for k in ("m",):
-        d._stats[k] = ModelStats()
-    w = d._workers[0]
+    d.workers = [Worker("cpu0", "cpu", [], d.lock, 1)]
+    d.decider.adopt(d.workers)
+    d.ends.stats["m"] = ModelStats()
+    w = d.workers[0]
     w.running = [_request(100, "m", start_ms=d.now_ms())]
     for i in range(n):
         r = _request(i, "m", deadline_ms=math.inf)
-        d._pending[i] = r
+        d.decider.pending[i] = r
     assert AHEAD_PENDING > 1
     return d, w, pol
 
 
 def test_with_a_burst_pending_a_running_worker_gets_its_next_request_queued_ahead() -> None:
     d, w, pol = _backlog(AHEAD_PENDING)
-    d._resolve_and_decide(([], w, None))
+    d._resolve_and_decide(Handed([], decide_for=w))
     assert pol.views[-1].processors[0].busy_until_ms == 0.0   # shown free while it runs
-    assert [r.id for r in w.queue] == [0] and w.queue[0].worker is w and 0 not in d._pending
+    assert [r.id for r in w.queue] == [0] and w.queue[0].worker is w and 0 not in d.decider.pending
 
 
 def test_below_a_burst_a_running_worker_is_shown_busy_and_nothing_is_queued_ahead() -> None:
     d, w, pol = _backlog(AHEAD_PENDING - 1)
-    d._resolve_and_decide(([], w, None))
+    d._resolve_and_decide(Handed([], decide_for=w))
     assert pol.views[-1].processors[0].busy_until_ms > 0.0 and not w.queue
 
 
@@ -259,11 +260,11 @@ class SessionWithABug:
 @pytest.mark.bug_log_expected
 def test_a_bug_while_running_fails_the_request_with_it_chained_and_logged(caplog) -> None:
     d = _dispatcher({"m": {"cpu0": 1.0}}, ("cpu0", "cpu", 1))
-    w = d._workers[0]
+    w = d.workers[0]
     w.sessions["m"] = (None, SessionWithABug())   # type: ignore[assignment]  # (no delegate needed)
     req = _request(5, "m", start_ms=d.now_ms(), deadline_ms=math.inf)
     req.worker = w
-    d._stats["m"], d._inflight = ModelStats(), 1
+    d.ends.stats["m"], d.ends.inflight = ModelStats(), 1
     w.running.append(req)
     with caplog.at_level(logging.ERROR, logger="edgert.bug"):
         d._run(w, req)
@@ -274,7 +275,7 @@ def test_a_bug_while_running_fails_the_request_with_it_chained_and_logged(caplog
     (rec,) = [r for r in caplog.records if r.name == "edgert.bug"]
     assert rec.getMessage() == "cpu0 raised running 'm' (request 5)"
     assert rec.exc_info is not None and rec.exc_info[1] is res.error.__cause__
-    assert w.running == [] and d._inflight == 0
+    assert w.running == [] and d.ends.inflight == 0
 
 
 # -- the driver contract's outcomes, live (scheduler.contract) --
@@ -300,13 +301,13 @@ class PlacesOn:
 ])
 def test_a_misplaced_or_reasonless_drop_ends_dropped_in_the_contracts_words(processor, reason) -> None:   # noqa: ANN001
     d = Dispatcher(PlacesOn(processor), LatencyEstimator(seed={"m": {"gpu": 4.0}}))
-    d._workers = [Worker("gpu", "gpu", [], d._lock), Worker("cpu0", "cpu", [], d._lock)]
-    d._by_name = {w.name: w for w in d._workers}
-    d._stats["m"] = ModelStats()
+    d.workers = [Worker("gpu", "gpu", [], d.lock), Worker("cpu0", "cpu", [], d.lock)]
+    d.decider.adopt(d.workers)
+    d.ends.stats["m"] = ModelStats()
     req = _request(0, "m")
-    d._pending[0] = req
-    d._inflight = 1
-    done: list = []
-    with d._lock:
-        d._schedule_locked(1.0, done)
+    d.decider.pending[0] = req
+    d.ends.inflight = 1
+    with d.lock:
+        d.decider.decide(1.0)
+        done = d.ends.take()
     assert [(r.status, str(r.error)) for _, r in done] == [("dropped", f"request for model 'm' was dropped: {reason}")]

@@ -162,7 +162,7 @@ def test_server_down_every_request_ends_once_with_a_reason_naming_the_server(cnn
         assert (st["requests"], st["ok"], st["failed"]) == (21, 1, 20)
         s.start()   # back on the same port: the link notices and requests run there again
         for _ in range(100):
-            if rt._by_name["cloud"].link.connected:
+            if rt._dispatcher.decider.by_name["cloud"].link.connected:
                 break
             import time
 

@@ -15,7 +15,7 @@ from edgert.testing import genmodels
 
 
 def _sessions(rt: edgert.Runtime, name: str) -> list[object]:
-    return [w.sessions[name][1] for w in rt._workers if name in w.sessions]  # noqa: SLF001 - what each worker runs
+    return [w.sessions[name][1] for w in rt._dispatcher.workers if name in w.sessions]  # noqa: SLF001 - what each worker runs
 
 
 def _hammer(model: edgert.Model, feeds: dict, threads: int, runs: int) -> list[list[np.ndarray]]:

@@ -36,10 +36,10 @@ def test_bad_inputs_raise_before_queueing(rt, model_dir):
 def test_inputs_the_inline_check_passes_go_as_given_and_the_rest_get_the_full_check(rt, model_dir):
     m = rt.load(model_dir / "tiny.onnx")
     x = genmodels.example_inputs("tiny")["x"]
-    assert m._m.feeds({"x": x})[0] is x   # ready: no copy
+    assert m._loaded.feeds({"x": x})[0] is x   # ready: no copy
     strided = np.zeros((1, 128), np.float32)[:, ::2]   # the right shape and dtype, not contiguous: copied
     strided[:] = x
-    fed = m._m.feeds({"x": strided})[0]
+    fed = m._loaded.feeds({"x": strided})[0]
     assert fed.flags.c_contiguous and fed is not strided
     np.testing.assert_array_equal(m({"x": strided})["y"], m({"x": x})["y"])
     with pytest.raises(edgert.InputError, match=r"astype\(np.float32\)"):

@@ -8,6 +8,7 @@ import threading
 import numpy as np
 
 import edgert
+from edgert._core import _dispatch
 from edgert.testing import genmodels
 from edgert.testing.sized import DET_HW, cnn_at
 
@@ -18,22 +19,22 @@ def test_a_burst_on_one_worker_ends_every_request_once_and_the_resolver_stops_at
         feeds = genmodels.example_inputs("cnn")
         m(feeds)
         resolved_on: list[str] = []
-        real = rt._resolve
+        real = _dispatch.resolve
 
-        def spy(done):   # a test double around _resolve: records the thread, then resolves
+        def spy(done, trace):   # a test double around resolve: records the thread, then resolves
             done = list(done)
             resolved_on.extend(threading.current_thread().name for _ in done)
-            real(done)
-        monkeypatch.setattr(rt, "_resolve", spy)
+            real(done, trace)
+        monkeypatch.setattr(_dispatch, "resolve", spy)
         futs = [m.submit(feeds) for _ in range(40)]
         results = [f.result(timeout=30) for f in futs]
-        resolver = rt._resolver
+        resolver = rt._dispatcher._resolver
     assert [r.status for r in results] == ["ok"] * 40
     assert sorted(r.id for r in results) == sorted({r.id for r in results})
     assert rt.stats()["cnn"]["requests"] == 41 and rt.stats()["cnn"]["ok"] == 41
     assert len(resolved_on) == 40   # each once
     assert "edgert-resolver" in resolved_on   # the worker went on to its next run
-    assert rt._resolver is None and resolver is not None and not resolver.is_alive()
+    assert rt._dispatcher._resolver is None and resolver is not None and not resolver.is_alive()
 
 
 def test_a_future_with_a_callback_is_resolved_before_the_next_decision():

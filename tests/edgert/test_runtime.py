@@ -17,7 +17,7 @@ import edgert
 from delegates.base import Delegate, Session
 from delegates.onnxrt import OrtDelegate
 from edgert.testing import genmodels
-from edgert._core._dispatch import HANDOFF_NAP_S, HANDOFF_WAIT_MS
+from edgert._core._handoff import HANDOFF_NAP_S, HANDOFF_WAIT_MS
 from scheduler.profile import DeviceProfile, ProcessorSpec
 from scheduler.types import Assignment, SchedulerView
 
@@ -298,7 +298,7 @@ def test_identical_cpu_workers_learn_one_estimate(model_dir):
     # noise (or cache state) cannot make a policy believe one core is faster than the other
     with edgert.Runtime(cpu_workers=2, delegates="ort-cpu") as rt:
         m = rt.load(model_dir / "cnn.onnx", name="cnn")
-        for w in rt._workers:
+        for w in rt._dispatcher.workers:
             rt.estimator.seed("cnn", w.name, 100.0 if w.name == "cpu0" else 50.0)
         res = m.submit(genmodels.example_inputs("cnn")).result()
         ran = res.processor

@@ -84,7 +84,7 @@ def _check_result(res: Any, model: edgert.Model) -> None:
 
 @given(inputs=INPUTS, after=AFTER, which=st.sampled_from(["tiny", "multi"]), sync=st.booleans())
 def test_fuzz_api_requests(rt: edgert.Runtime, inputs: Any, after: Any, which: str, sync: bool) -> None:
-    m = edgert.Model(rt, rt._models[which])   # the loaded model's public handle
+    m = edgert.Model(rt._dispatcher, rt._dispatcher.models[which])   # the loaded model's public handle
     if after == "result":
         after = m.submit(genmodels.example_inputs("tiny" if which == "tiny" else "multi_input")).result(30)
     elif after == "future":

@@ -33,7 +33,8 @@ def test_one_slow_run_no_longer_shuts_a_model_out_for_the_rest_of_the_run(model_
     est = SlowOnceEstimatorDouble()
     x = genmodels.example_inputs("tiny")
     with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=1) as rt:
-        rt.estimator = est   # before any load: everything reads the runtime's estimator through this
+        d = rt._dispatcher   # before any load: the dispatcher and its decider read the estimator from here
+        d.estimator = d.decider.estimator = est
         m = rt.load(model_dir / "tiny.onnx", name="pose", slo_ms=SLO_MS)
         assert m.submit(x).result().status == "ok"
         est.slow_ms = SLOW_MS

@@ -189,7 +189,7 @@ class NewestWhenIdleDouble:
 
 
 def test_cascade_stage_is_pending_when_its_parents_processor_is_decided_on(tmp_path):
-    # as edgert.Runtime._run: the finished request's callbacks submit its cascade stage first,
+    # as the live dispatcher's _run: the finished request's callbacks submit its cascade stage first,
     # then the policy is asked about the freed processor, with the stage among the pending requests
     rows = [{"t_ms": 0.0, "model": "det", "id": "a", "slo_ms": 100},
             {"t_ms": 0.0, "model": "tiny", "id": "b", "after": "a", "slo_ms": 100},
@@ -265,7 +265,7 @@ class RecordingCpuDouble:
 
 
 def test_processor_view_is_built_from_the_estimator_now_as_the_live_runtime_builds_it(tmp_path):
-    # edgert.Runtime._view: busy_until = start + expected latency, queued_ms = sum of the queue's expected
+    # scheduler.contract.processor_view, as the live runtime: busy_until = start + expected latency, queued_ms = sum of the queue's expected
     # latencies, both from the estimator at view time (it moves as runs finish)
     rows = [{"t_ms": 0.0, "model": "det"}] * 3 + [{"t_ms": 1.0, "model": "tiny"}, {"t_ms": 12.0, "model": "tiny"}]
     pol = RecordingCpuDouble()
