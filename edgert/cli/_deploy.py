@@ -75,6 +75,8 @@ def _board_flags(p: argparse.ArgumentParser, ssh_config: bool) -> None:
     """The flags of a deployment that installs edgert on the board (linux; jetson --with-edgert)."""
     p.add_argument("--wheelhouse", metavar="DIR",
                    help="ship the wheels in DIR too and install from them only (a board without network for pip)")
+    p.add_argument("--constraint", metavar="FILE",
+                   help="a pip constraints file shipped with the bundle (pip install -c), e.g. to pin a version")
     p.add_argument("--extras", default="", metavar="NAME[,NAME…]",
                    help="edgert extras to try on the board (e.g. qnn); one the board cannot take is recorded")
     p.add_argument("--python", default="python3", metavar="PATH", help="the board's Python 3.10+ (default python3)")
@@ -131,6 +133,7 @@ def _linux_options(args: argparse.Namespace) -> Any:
     def names(raw: str) -> tuple[str, ...]:
         return tuple(n.strip() for n in raw.split(",") if n.strip())
 
-    return LinuxOptions(wheel=args.wheel, wheelhouse=args.wheelhouse, extras=names(args.extras), python=args.python,
+    return LinuxOptions(wheel=args.wheel, wheelhouse=args.wheelhouse, constraint=args.constraint,
+                        extras=names(args.extras), python=args.python,
                         ssh_config=getattr(args, "ssh_config", None), runs=args.runs, warmup=args.warmup,
                         delegates=names(args.delegates), system_site_packages=args.target == "jetson")

@@ -79,6 +79,8 @@ class LinuxOptions:
 
     wheel: str | Path | None = None
     wheelhouse: str | Path | None = None
+    #: a pip constraints file (``pip install -c``) shipped with the bundle, e.g. to pin a dependency's version
+    constraint: str | Path | None = None
     extras: tuple[str, ...] = ()
     python: str = "python3"
     ssh_config: str | None = None
@@ -126,6 +128,8 @@ class LinuxDeployer:
         if self.o.wheelhouse is not None and not sorted(Path(self.o.wheelhouse).glob("*.whl")):
             raise ConfigError(f"--wheelhouse {str(self.o.wheelhouse)!r} holds no .whl files; fill it with "
                               f"{wheelhouse_hint('aarch64', '3.11')}")
+        if self.o.constraint is not None and not Path(self.o.constraint).is_file():
+            raise ConfigError(f"--constraint {str(self.o.constraint)!r} not found")
         if self.o.runs < 1 or self.o.warmup < 0:
             raise ConfigError(f"--runs must be >= 1 and --warmup >= 0 (got {self.o.runs}, {self.o.warmup})")
 
@@ -166,7 +170,9 @@ class LinuxDeployer:
             raise DeployError(f"cannot create ~/{rd} on {self.host}: {res.last_line()}")
         wheel = Path(self.o.wheel) if self.o.wheel is not None else build_wheel(self.r, workdir)
         house = sorted(Path(self.o.wheelhouse).glob("*.whl")) if self.o.wheelhouse is not None else []
-        for what, files, dest in (("models", self.models, f"{rd}/models/"), ("wheels", [wheel, *house], f"{rd}/wheels/")):
+        pins = [Path(self.o.constraint)] if self.o.constraint is not None else []
+        for what, files, dest in (("models", self.models, f"{rd}/models/"),
+                                  ("wheels", [wheel, *house, *pins], f"{rd}/wheels/")):
             res = self.remote.put(files, dest)
             if res is not None and res.returncode != 0:
                 raise DeployError(f"could not copy the {what} to {self.host}:{dest}: {res.last_line()}")
@@ -186,6 +192,8 @@ class LinuxDeployer:
             raise DeployError(f"could not create a venv on {self.host} ({res.last_line()}); on Debian/Ubuntu: "
                               "sudo apt install python3-venv")
         index = ["--no-index", "--find-links", f"{rd}/wheels"] if self.o.wheelhouse is not None else []
+        if self.o.constraint is not None:
+            index += ["-c", f"{rd}/wheels/{Path(self.o.constraint).name}"]
         pip = [self.venv_python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *index]
         for argv in ([*pip, wheel], [*pip, "--force-reinstall", "--no-deps", wheel]):
             res = self.remote.ssh(shlex.join(argv))
@@ -218,7 +226,7 @@ class LinuxDeployer:
             return []
         try:
             if res.returncode != 0:
-                raise ValueError(res.last_line())
+                raise ValueError(self._crash(res) or res.last_line())
             listed = json.loads(res.stdout)
         except ValueError as exc:
             raise DeployError(f"`edgert devices --json` failed on {self.host}: {exc}") from exc
@@ -226,6 +234,17 @@ class LinuxDeployer:
             state = "yes" if d.get("available") else f"no ({str(d.get('reason', ''))[:80]})"
             self.r.say(f"  {d.get('name', '?'):24} {d.get('processor', '?'):5} {state}")
         return list(listed)
+
+    @staticmethod
+    def _crash(res: CommandResult) -> str:
+        """Empty unless the board's process died by a signal (shell status 128 + N); else what and the known fix."""
+        if not 128 < res.returncode < 255:
+            return ""
+        sig = res.returncode - 128
+        name = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV"}.get(sig, f"signal {sig}")
+        return (f"it crashed ({name}); LiteRT 2.x crashes so on an arm64 board emulated by qemu-user, whose "
+                "/proc/cpuinfo describes the host's x86 CPU: there, pin LiteRT 1.x with --constraint FILE "
+                "holding `ai-edge-litert<2`")
 
     def profile(self, name: str) -> str:
         """Run ``edgert profile`` on the board over the models; the profile's path there.
@@ -242,7 +261,7 @@ class LinuxDeployer:
             for line in res.stdout.splitlines():
                 self.r.say(f"  {line.strip()}")
             if res.returncode != 0:
-                raise DeployError(f"`edgert profile` failed on {self.host}: {res.last_line()}")
+                raise DeployError(f"`edgert profile` failed on {self.host}: {self._crash(res) or res.last_line()}")
         return f"{rd}/profile.json"
 
     def measure(self, workdir: Path) -> dict[str, object] | None:

@@ -81,17 +81,24 @@ class Remote:
 def build_wheel(runner: Runner, workdir: Path) -> Path:
     """An edgert wheel built from this source tree into ``workdir`` with ``pip wheel --no-deps``.
 
+    Builds without build isolation first (no index needed); where this environment cannot (setuptools
+    without ``bdist_wheel``, say), it retries in pip's isolated build environment.
+
     Raises:
         DeployError: edgert is not installed from a source tree, or the build failed.
     """
     root = Path(__file__).resolve().parents[2]
     if not (root / "pyproject.toml").is_file():
         raise DeployError("edgert is not installed from a source tree; pass --wheel PATH (an edgert wheel)")
-    res = runner.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                      "-q", "-w", str(workdir), str(root)], timeout_s=600)
+    base = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(workdir), str(root)]
+    res = runner.run([*base[:5], "--no-build-isolation", *base[5:]], timeout_s=600)
     if res is None:
         return workdir / "edgert-0-py3-none-any.whl"
+    if res.returncode != 0:
+        res = runner.run(base, timeout_s=600)
+        assert res is not None
     found = sorted(workdir.glob("edgert-*.whl"))
     if res.returncode != 0 or not found:
-        raise DeployError(f"could not build the edgert wheel: {res.last_line()}")
+        errors = [ln.strip() for ln in res.output.splitlines() if ln.strip().lower().startswith("error")]
+        raise DeployError(f"could not build the edgert wheel: {errors[-1] if errors else res.last_line()}")
     return found[-1]

@@ -302,6 +302,10 @@ def purge(cache: Path | None = None) -> None:
     safe_rmtree(cache or cache_dir())
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     """``up`` (start, print the ssh config, wait for Ctrl-C, stop) or ``purge``."""
     args = sys.argv[1:] if argv is None else argv
@@ -316,7 +320,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no board: {why}", file=sys.stderr)
         return 2
     board = start()
-    print(f"board up: ssh -F {board.ssh_config} edgert-board   (host {board.host}); Ctrl-C stops it")
+    print(f"board up: ssh -F {board.ssh_config} edgert-board   (host {board.host}); Ctrl-C stops it", flush=True)
+    for sig in (signal.SIGINT, signal.SIGTERM):   # a shell's background job ignores SIGINT: take both
+        signal.signal(sig, _interrupt)
     try:
         while board.sshd is not None and board.sshd.poll() is None:
             time.sleep(1)
