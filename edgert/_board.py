@@ -3,7 +3,8 @@
 ``edgert profile`` writes these into a profile's ``sources`` (:func:`board_sources`), so a profile made
 on a board by ``edgert deploy linux`` says where its numbers came from. A board that runs under a
 user-mode emulator (qemu-user: an arm64 root on an x86 host) tells on itself: ``uname -m`` names one
-architecture while ``/proc/cpuinfo`` describes the host's CPU of another. Such a profile says so in
+architecture while the kernel (``/proc/sys/kernel/arch``) is of another, or ``/proc/cpuinfo`` describes
+the host's CPU (qemu-user before 8). Such a profile says so in
 its ``sources["emulation"]`` and its description: its latencies are the emulator's, never the board's.
 """
 
@@ -48,19 +49,31 @@ def cpu_family(cpuinfo: str) -> str:
     return ""
 
 
-def emulation_of(arch: str, cpuinfo: str) -> str:
-    """Why this looks like an emulated board ("" when it does not): the architecture and the CPU disagree."""
+def emulation_of(arch: str, cpuinfo: str, kernel_arch: str = "") -> str:
+    """Why this looks like an emulated board ("" when it does not).
+
+    ``arch`` is ``uname -m`` (what the emulator reports), ``kernel_arch`` the kernel's own
+    ``/proc/sys/kernel/arch`` (which a user-mode emulator passes through), ``cpuinfo`` the text of
+    ``/proc/cpuinfo`` (which qemu-user before 8 passes through too). A 32-bit userland on a 64-bit kernel
+    of the same family (armv7l on aarch64) is native.
+    """
+    machine = _family(arch)
+    kernel = _family(kernel_arch)
+    if machine and kernel and machine != kernel:
+        return (f"uname -m says {arch} but the kernel is {kernel_arch} (/proc/sys/kernel/arch): a user-mode "
+                "emulator such as qemu-user runs this board's code")
     family = cpu_family(cpuinfo)
-    machine = arch.lower()
-    if family == "x86" and machine in _ARM:
+    if machine and family and machine != family:
         vendor = next((ln.split(":", 1)[1].strip() for ln in cpuinfo.splitlines()
-                       if ln.lower().startswith(("model name", "vendor_id"))), "an x86 CPU")
-        return (f"uname -m says {arch} but /proc/cpuinfo describes an x86 CPU ({vendor}): a user-mode emulator "
-                "such as qemu-user runs this board's code")
-    if family == "arm" and machine in _X86:
-        return (f"uname -m says {arch} but /proc/cpuinfo describes an ARM CPU: an x86 emulator runs this "
-                "process")
+                       if ln.lower().startswith(("vendor_id", "model name"))), f"an {family} CPU")
+        return (f"uname -m says {arch} but /proc/cpuinfo describes an {family} CPU ({vendor}): a user-mode "
+                "emulator such as qemu-user runs this board's code")
     return ""
+
+
+def _family(arch: str) -> str:
+    a = arch.lower()
+    return "arm" if a in _ARM else "x86" if a in _X86 else ""
 
 
 def _read(path: Path) -> str:
@@ -74,4 +87,5 @@ def board_facts() -> BoardFacts:
     """This process's board: device-tree model, ``uname -m``, kernel release, and emulation ("" if native)."""
     model = next((m for m in (_read(p).replace("\x00", "").strip() for p in DEVICE_TREE_MODELS) if m), "")
     arch = platform.machine()
-    return BoardFacts(arch, platform.release(), model, emulation_of(arch, _read(Path("/proc/cpuinfo"))))
+    emulation = emulation_of(arch, _read(Path("/proc/cpuinfo")), _read(Path("/proc/sys/kernel/arch")).strip())
+    return BoardFacts(arch, platform.release(), model, emulation)

@@ -18,11 +18,8 @@ with ``BatchMode=yes`` (key authentication, never a password prompt):
 4. Optionally create ``~/edgert/venv`` (``--system-site-packages`` so JetPack's
    TensorRT and CUDA Python packages stay visible), install the wheel, and
    install a systemd unit that runs an app from it.
-5. With ``with_edgert`` (``--with-edgert``), the steps of ``edgert deploy linux``
-   (:mod:`edgert.deploy.linux`): edgert in ``~/edgert/venv`` runs ``edgert profile``
-   on every path the Jetson has (LiteRT GPU, ORT CUDA / TensorRT through edgert),
-   and its numbers join trtexec's in the one profile, a column that trtexec also
-   fills taking an ``edgert-`` prefix (``edgert-gpu`` beside ``gpu``).
+5. ``with_edgert``: ``edgert deploy linux``'s steps (:mod:`edgert.deploy.linux`); edgert's own numbers
+   join trtexec's, a column trtexec also fills taking an ``edgert-`` prefix (``edgert-gpu``).
 
 A path that fails (no DLA on an Orin Nano, a layer DLA rejects) is recorded and
 the other paths still run.

@@ -221,7 +221,8 @@ class LinuxDeployer:
         Raises:
             DeployError: edgert does not run on the board.
         """
-        res = self.remote.ssh(shlex.join([f"{self.o.remote_dir}/venv/bin/edgert", "devices", "--json"]), timeout_s=600)
+        res = self.remote.ssh(_reporting(shlex.join([f"{self.o.remote_dir}/venv/bin/edgert", "devices", "--json"])),
+                              timeout_s=600)
         if res is None:
             return []
         try:
@@ -242,9 +243,9 @@ class LinuxDeployer:
             return ""
         sig = res.returncode - 128
         name = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV"}.get(sig, f"signal {sig}")
-        return (f"it crashed ({name}); LiteRT 2.x crashes so on an arm64 board emulated by qemu-user, whose "
-                "/proc/cpuinfo describes the host's x86 CPU: there, pin LiteRT 1.x with --constraint FILE "
-                "holding `ai-edge-litert<2`")
+        return (f"it crashed ({name}); on an arm64 board emulated by qemu-user before 8.1, whose /proc/cpuinfo "
+                "shows the host's x86 CPU, ONNX Runtime and LiteRT crash so: use qemu-user 10 (Debian 12: "
+                "bookworm-backports); elsewhere, try other versions with --constraint FILE")
 
     def profile(self, name: str) -> str:
         """Run ``edgert profile`` on the board over the models; the profile's path there.
@@ -256,7 +257,7 @@ class LinuxDeployer:
         argv = [f"{rd}/venv/bin/edgert", "profile", *(f"{rd}/models/{m.name}" for m in self.models),
                 "--runs", str(self.o.runs), "--warmup", str(self.o.warmup), "--name", name,
                 *(["--delegates", ",".join(self.o.delegates)] if self.o.delegates else []), "-o", f"{rd}/profile.json"]
-        res = self.remote.ssh(shlex.join(argv))
+        res = self.remote.ssh(_reporting(shlex.join(argv)))
         if res is not None:
             for line in res.stdout.splitlines():
                 self.r.say(f"  {line.strip()}")
@@ -317,6 +318,12 @@ class LinuxDeployer:
                 self.collected.measurements.append(
                     Measurement(model, proc, kind, ms, profile.sources.get(f"latency_ms/{model}/{proc}", "")))
         return DeployResult(profile, self.collected, out, list(self.r.commands))
+
+
+def _reporting(command: str) -> str:
+    """``command; exit $?``: the login shell forks the command instead of replacing itself by it, so a crash
+    comes back as the shell's status 128 + signal instead of ssh's bare 255."""
+    return f"{command}; exit $?"
 
 
 def board_measurements(obj: dict[str, object], taken: set[str]) -> tuple[list[Measurement], dict[str, str]]:

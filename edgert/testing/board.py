@@ -2,7 +2,8 @@
 
 The board is what ``edgert deploy linux`` is tested against (issue #38): Debian's own ``debootstrap``
 builds an arm64 root with ``python3``, ``python3-venv``, ``python3-pip`` and ``openssh-server`` (no rsync,
-no device tree); ``qemu-user-static``'s binfmt_misc entry runs its binaries; its own ``sshd`` listens on
+no device tree); ``qemu-user-static``'s binfmt_misc entry runs its binaries as a Cortex-A76 (``QEMU_CPU``);
+its own ``sshd`` listens on
 ``127.0.0.1:<free port>`` and takes a throwaway ed25519 key named in an ssh config of the board's own
 (``ssh -F``), so the user's ``~/.ssh/config`` is never touched.
 
@@ -21,6 +22,7 @@ had here (None when it can), for a test's skip. Command line::
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -38,10 +40,18 @@ BINFMT_CONF = Path("/usr/lib/binfmt.d/qemu-aarch64.conf")
 BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
 #: The file debootstrap's finished root carries, so a half-built one is never taken for the board.
 READY = ".edgert-board-ready"
-#: Mounted into the root while the board is up, in mount order (unmounted in reverse).
+#: Mounted into the root while the board is up, in mount order (unmounted in reverse). /sys gives the
+#: CPU detection of XNNPACK and ONNX Runtime the possible / present CPU lists they read beside /proc/cpuinfo.
 MOUNTS = (("proc", ("-t", "proc", "proc")), ("sys", ("--bind", "/sys")), ("dev", ("--bind", "/dev")),
           ("dev/pts", ("--bind", "/dev/pts")))
+#: qemu-user below this shows arm64 code the host's x86 /proc/cpuinfo: ONNX Runtime (1.31, 1.32) and
+#: LiteRT (2.3) die with SIGSEGV in their CPU detection there (measured with 7.2); 10.0 emulates the file.
+MIN_QEMU = (8, 1)
 FALLBACK_MIRROR = "http://deb.debian.org/debian"
+#: The CPU qemu emulates for the board's processes: a Cortex-A76 (Raspberry Pi 5's core; ARMv8.2 with NEON
+#: and dot product). qemu's default ``max`` CPU offers SVE/SME, and XNNPACK's kernels for them run about 8x
+#: slower under emulation (hand_landmark_lite: 50-68 s a call against 7 s, on a loaded 2-core host).
+BOARD_CPU = "cortex-a76"
 
 
 class BoardError(RuntimeError):
@@ -64,6 +74,11 @@ def unavailable() -> str | None:
         missing.append("qemu-user-static")
     if missing:
         return f"missing {', '.join(missing)}: apt-get install qemu-user-static debootstrap openssh-client"
+    version = qemu_version()
+    if version < MIN_QEMU:
+        return (f"qemu-user {'.'.join(map(str, version))} shows arm64 code the host's x86 /proc/cpuinfo, and ONNX "
+                "Runtime and LiteRT crash on it; install qemu-user-static 8.1 or newer (Debian 12: "
+                "apt-get install -t bookworm-backports qemu-user-static)")
     try:
         register_binfmt()
     except (OSError, subprocess.CalledProcessError) as exc:
@@ -71,17 +86,25 @@ def unavailable() -> str | None:
     return None
 
 
+def qemu_version() -> tuple[int, ...]:
+    """The version of qemu-aarch64-static, e.g. (10, 0, 2); (0,) when it does not say."""
+    try:
+        out = subprocess.run([str(QEMU), "--version"], check=False, capture_output=True, text=True).stdout
+    except OSError:
+        return (0,)
+    m = re.search(r"version (\d+)\.(\d+)(?:\.(\d+))?", out)
+    return tuple(int(g) for g in m.groups() if g is not None) if m else (0,)
+
+
 def register_binfmt() -> None:
     """Register qemu-aarch64 with binfmt_misc (by hand: the host may have no update-binfmts).
 
-    Mounts binfmt_misc first when its ``register`` file is missing. The entry stays registered for the
-    host (other arm64 roots share it); it runs only arm64 ELF files.
+    Mounts binfmt_misc first when its ``register`` file is missing. An entry already there is replaced:
+    its ``F`` flag holds the qemu binary open that was installed when it was registered, maybe an older
+    one. The entry stays registered for the host (other arm64 roots share it); it runs only arm64 ELF files.
     """
     if (BINFMT_DIR / "qemu-aarch64").is_file():
-        if (BINFMT_DIR / "qemu-aarch64").read_text().startswith("enabled"):
-            return
-        (BINFMT_DIR / "qemu-aarch64").write_text("1")
-        return
+        (BINFMT_DIR / "qemu-aarch64").write_text("-1")
     if not (BINFMT_DIR / "register").exists():
         subprocess.run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(BINFMT_DIR)], check=True,
                        capture_output=True)
@@ -273,8 +296,10 @@ def start(cache: Path | None = None, wait_s: float = 60.0) -> Board:
             board.mounted.append(root / sub)
         board.sshd = subprocess.Popen(
             ["chroot", str(root), "/usr/sbin/sshd", "-D", "-e", "-p", str(port), "-o", "ListenAddress=127.0.0.1",
-             "-o", "PermitRootLogin=prohibit-password", "-o", "PasswordAuthentication=no"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             "-o", "PermitRootLogin=prohibit-password", "-o", "PasswordAuthentication=no",
+             "-o", f"SetEnv=QEMU_CPU={BOARD_CPU}"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            env={**os.environ, "QEMU_CPU": BOARD_CPU})
         _wait_login(board, wait_s)
     except BaseException:
         board.stop()

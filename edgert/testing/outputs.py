@@ -57,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     given = dict(np.load(args.inputs)) if args.inputs is not None else None
     saved = run_models(args.models, args.delegate, given)
     with open(args.output, "wb") as fh:
-        np.savez(fh, **saved)
+        np.savez(fh, **saved)  # type: ignore[arg-type]  # numpy types allow_pickle as a keyword too
     print(f"wrote {args.output}: {sum(k.startswith('out/') for k in saved)} outputs of {len(args.models)} model(s)")
     return 0
 

@@ -66,7 +66,7 @@ def test_dry_run_makes_no_ssh_or_scp_call_and_writes_no_profile(
     assert all("-F /etc/board_ssh_config -o BatchMode=yes" in ln and " -p 2222 root@127.0.0.1 " in ln for ln in ssh)
     assert all("-P 2222" in ln for ln in scp)
     assert any("hand_landmark_lite.tflite" in ln and "root@127.0.0.1:edgert/models/" in ln for ln in scp)
-    assert any("edgert/venv/bin/edgert devices --json" in ln for ln in ssh)
+    assert any("edgert/venv/bin/edgert devices --json; exit $?" in ln for ln in ssh)
     assert any("edgert/venv/bin/edgert profile" in ln and "--runs 3" in ln for ln in ssh)
     assert any(ln.startswith("+ scp ") and "root@127.0.0.1:edgert/profile.json" in ln for ln in lines)
     assert "none run, nothing written" in printed
@@ -169,7 +169,14 @@ def test_emulation_is_told_by_the_cpu_not_the_arch() -> None:
     assert "qemu-user" in emulation_of("aarch64", X86_CPUINFO)
     assert emulation_of("aarch64", ARM_CPUINFO) == ""
     assert emulation_of("x86_64", X86_CPUINFO) == ""
-    assert "ARM CPU" in emulation_of("x86_64", ARM_CPUINFO)
+    assert "arm CPU" in emulation_of("x86_64", ARM_CPUINFO)
+
+
+def test_emulation_is_told_by_the_kernel_arch() -> None:
+    """qemu-user 10 shows an ARM /proc/cpuinfo; the kernel's own arch still tells."""
+    assert "/proc/sys/kernel/arch" in emulation_of("aarch64", ARM_CPUINFO, "x86_64")
+    assert emulation_of("aarch64", ARM_CPUINFO, "aarch64") == ""
+    assert emulation_of("armv7l", ARM_CPUINFO, "aarch64") == ""   # 32-bit userland, 64-bit kernel: native
 
 
 def test_this_host_is_native() -> None:
@@ -188,3 +195,21 @@ def test_board_measurements_rename_what_trtexec_fills() -> None:
         ("cpu0", "cpu", 2.0, 2.5), ("edgert-gpu", "gpu", 0.5, None)}
     assert sources == {"edgert/versions": "onnxruntime-gpu 1.19"}
 
+
+
+def test_a_crash_on_the_board_is_named_with_the_fix(mediapipe_dir: Path) -> None:
+    d = deployer(mediapipe_dir, [("devices --json", 139, "")])
+    with pytest.raises(DeployError, match=r"crashed \(SIGSEGV\).*use qemu-user 10"):
+        d.devices()
+
+
+def test_constraint_is_shipped_and_used(mediapipe_dir: Path, tmp_path: Path) -> None:
+    pins = tmp_path / "pins.txt"
+    pins.write_text("ai-edge-litert<2\n")
+    wheel = tmp_path / "edgert-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"test double of a wheel\n")
+    d = deployer(mediapipe_dir, [("uname -m", 0, FACTS_311)], wheel=wheel, constraint=pins)
+    d.install(d.copy_bundle(tmp_path), d.read_facts())
+    joined = [" ".join(c) for c in d.r.commands]
+    assert any(c.startswith("scp") and str(pins) in c for c in joined)
+    assert all("-c edgert/wheels/pins.txt" in c for c in joined if "pip install" in c)
