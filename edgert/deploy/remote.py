@@ -93,7 +93,7 @@ def build_wheel(runner: Runner, workdir: Path) -> Path:
     base = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(workdir), str(root)]
     res = runner.run([*base[:5], "--no-build-isolation", *base[5:]], timeout_s=600)
     if res is None:
-        return workdir / "edgert-0-py3-none-any.whl"
+        return workdir / f"edgert-{_version()}-py3-none-any.whl"
     if res.returncode != 0:
         res = runner.run(base, timeout_s=600)
         assert res is not None
@@ -102,3 +102,13 @@ def build_wheel(runner: Runner, workdir: Path) -> Path:
         errors = [ln.strip() for ln in res.output.splitlines() if ln.strip().lower().startswith("error")]
         raise DeployError(f"could not build the edgert wheel: {errors[-1] if errors else res.last_line()}")
     return found[-1]
+
+
+def _version() -> str:
+    """edgert's installed version (the wheel a dry run names), or ``<version>``."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("edgert")
+    except metadata.PackageNotFoundError:
+        return "<version>"

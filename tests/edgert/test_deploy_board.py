@@ -28,7 +28,10 @@ from scheduler.profile import DeviceProfile
 
 pytestmark = [pytest.mark.board, pytest.mark.slow, pytest.mark.timeout(1800)]
 TWO = ("hand_landmark_lite.tflite", "palm_detection_lite.tflite")
-#: fp32 tolerance between x86's and ARM's XNNPACK kernels, relative to each output's range
+#: fp32 tolerance between x86's and ARM's XNNPACK kernels: this share of each output's range, or twice what
+#: two fp32 engines on x86 itself (XNNPACK, TFLite's built-in kernels) disagree by, whichever is larger.
+#: pose_landmark_full's segmentation logits (range ~1,600) need the second: x86 alone disagrees by 2.7e-4
+#: of their range there, ARM against x86 by 1.4e-4 (measured); every other output agrees within 2.2e-5.
 RTOL_OF_RANGE = 1e-4
 
 
@@ -96,8 +99,31 @@ def test_output_contract_on_the_board(arm64_board: boards.Board, mediapipe_dir: 
     subprocess.run([*scp, "root@127.0.0.1:edgert/arm.npz", str(tmp_path / "arm.npz")], check=True)
     arm = dict(np.load(tmp_path / "arm.npz"))
     assert sorted(arm) == sorted(x86)
+    builtin = x86_builtin_kernels(models, x86)
     for key in (k for k in x86 if k.startswith("out/")):
         ref, got = x86[key].astype(np.float64), arm[key].astype(np.float64)
         span = max(float(np.ptp(ref)), float(np.abs(ref).max()), 1e-6)
+        bound = max(RTOL_OF_RANGE * span, 2 * float(np.abs(builtin[key] - ref).max()))
         worst = float(np.abs(got - ref).max())
-        assert worst <= RTOL_OF_RANGE * span, f"{key}: ARM differs from x86 by {worst:.3g} (range {span:.3g})"
+        assert worst <= bound, f"{key}: ARM differs from x86 by {worst:.3g} (range {span:.3g}, bound {bound:.3g})"
+
+
+def x86_builtin_kernels(models: list[Path], x86: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The same inputs through TFLite's built-in kernels (no XNNPACK) on x86: a second fp32 engine."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    out: dict[str, np.ndarray] = {}
+    for m in models:
+        it = Interpreter(model_path=str(m), num_threads=1,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+        try:
+            it.allocate_tensors()
+        except RuntimeError:   # a MediaPipe op only XNNPACK implements (Convolution2DTransposeBias): no second engine
+            out.update({k: v.astype(np.float64) for k, v in x86.items() if k.startswith(f"out/{m.stem}/")})
+            continue
+        for i, d in enumerate(it.get_input_details()):
+            it.set_tensor(d["index"], x86[f"in/{m.stem}/{i}"])
+        it.invoke()
+        for i, d in enumerate(it.get_output_details()):
+            out[f"out/{m.stem}/{i}"] = it.get_tensor(d["index"]).astype(np.float64)
+    return out
