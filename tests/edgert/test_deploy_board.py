@@ -31,7 +31,7 @@ TWO = ("hand_landmark_lite.tflite", "palm_detection_lite.tflite")
 #: fp32 tolerance between x86's and ARM's XNNPACK kernels: this share of each output's range, or twice what
 #: two fp32 engines on x86 itself (XNNPACK, TFLite's built-in kernels) disagree by, whichever is larger.
 #: pose_landmark_full's segmentation logits (range ~1,600) need the second: x86 alone disagrees by 2.7e-4
-#: of their range there, ARM against x86 by 1.4e-4 (measured); every other output agrees within 2.2e-5.
+#: of their range there, ARM against x86 by 1.4e-4 (measured); every other output agrees within 1e-5.
 RTOL_OF_RANGE = 1e-4
 
 

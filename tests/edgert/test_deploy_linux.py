@@ -213,3 +213,13 @@ def test_constraint_is_shipped_and_used(mediapipe_dir: Path, tmp_path: Path) -> 
     joined = [" ".join(c) for c in d.r.commands]
     assert any(c.startswith("scp") and str(pins) in c for c in joined)
     assert all("-c edgert/wheels/pins.txt" in c for c in joined if "pip install" in c)
+
+
+def test_without_ssh_config_ssh_reads_the_users_own(mediapipe_dir: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """No -F unless --ssh-config is given: the system ssh/scp then read ~/.ssh/config (aliases, keys, ports)."""
+    assert cli(["deploy", "linux", "--host", "my-pi", "--models", str(mediapipe_dir / "hand_landmark_lite.tflite"),
+                "-o", str(tmp_path / "p.json"), "--dry-run"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(("+ ssh ", "+ scp "))]
+    assert lines and not any(" -F " in ln for ln in lines)
+    assert all(" my-pi " in ln or " my-pi:" in ln for ln in lines)
