@@ -342,10 +342,13 @@ def board_measurements(obj: dict[str, object], taken: set[str]) -> tuple[list[Me
 
 
 def wheelhouse_hint(arch: str, python: str) -> str:
-    """The ``pip download`` line that fills a wheelhouse for a board of ``arch`` with Python ``python`` (X.Y)."""
-    plat = {"aarch64": "manylinux2014_aarch64", "arm64": "manylinux2014_aarch64",
-            "x86_64": "manylinux2014_x86_64"}.get(arch, f"manylinux2014_{arch}")
-    return (f"pip download --only-binary=:all: --platform {plat} --python-version {python} -d DIR "
+    """The ``pip download`` line that fills a wheelhouse for a board of ``arch`` with Python ``python`` (X.Y).
+
+    pip takes an explicit ``--platform`` tag literally (``manylinux_2_28`` does not admit a ``manylinux_2_27``
+    wheel), so the line names the tags of the wheels numpy, onnxruntime and ai-edge-litert publish."""
+    machine = {"arm64": "aarch64", "amd64": "x86_64"}.get(arch, arch)
+    plats = " ".join(f"--platform {tag}_{machine}" for tag in ("manylinux2014", "manylinux_2_27", "manylinux_2_28"))
+    return (f"pip download --only-binary=:all: {plats} --python-version {python} -d DIR "
             "numpy onnxruntime ai-edge-litert")
 
 

@@ -142,7 +142,7 @@ def test_no_network_for_pip_says_wheelhouse(mediapipe_dir: Path, tmp_path: Path)
         d.measure(tmp_path)
     msg = str(err.value)
     assert "\n" not in msg and "--wheelhouse DIR" in msg
-    assert "--platform manylinux2014_aarch64 --python-version 3.11" in msg
+    assert "--platform manylinux_2_28_aarch64 --python-version 3.11" in msg
 
 
 def test_wheelhouse_installs_from_it_only(mediapipe_dir: Path, tmp_path: Path) -> None:
