@@ -4,7 +4,7 @@
 on a board by ``edgert deploy linux`` says where its numbers came from. A board that runs under a
 user-mode emulator (qemu-user: an arm64 root on an x86 host) tells on itself: ``uname -m`` names one
 architecture while the kernel (``/proc/sys/kernel/arch``) is of another, or ``/proc/cpuinfo`` describes
-the host's CPU (qemu-user before 8). Such a profile says so in
+the host's CPU (qemu-user before 8.2). Such a profile says so in
 its ``sources["emulation"]`` and its description: its latencies are the emulator's, never the board's.
 """
 

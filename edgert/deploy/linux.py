@@ -243,7 +243,7 @@ class LinuxDeployer:
             return ""
         sig = res.returncode - 128
         name = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 9: "SIGKILL", 11: "SIGSEGV"}.get(sig, f"signal {sig}")
-        return (f"it crashed ({name}); on an arm64 board emulated by qemu-user before 8.1, whose /proc/cpuinfo "
+        return (f"it crashed ({name}); on an arm64 board emulated by qemu-user before 8.2, whose /proc/cpuinfo "
                 "shows the host's x86 CPU, ONNX Runtime and LiteRT crash so: use qemu-user 10 (Debian 12: "
                 "bookworm-backports); elsewhere, try other versions with --constraint FILE")
 

@@ -45,8 +45,9 @@ READY = ".edgert-board-ready"
 MOUNTS = (("proc", ("-t", "proc", "proc")), ("sys", ("--bind", "/sys")), ("dev", ("--bind", "/dev")),
           ("dev/pts", ("--bind", "/dev/pts")))
 #: qemu-user below this shows arm64 code the host's x86 /proc/cpuinfo: ONNX Runtime (1.31, 1.32) and
-#: LiteRT (2.3) die with SIGSEGV in their CPU detection there (measured with 7.2); 10.0 emulates the file.
-MIN_QEMU = (8, 1)
+#: LiteRT (2.3) die with SIGSEGV in their CPU detection there (measured with 7.2). 10.0 emulates the file
+#: (measured); the emulation was posted to qemu-devel in August 2023, after 8.1's freeze, hence 8.2.
+MIN_QEMU = (8, 2)
 FALLBACK_MIRROR = "http://deb.debian.org/debian"
 #: The CPU qemu emulates for the board's processes: a Cortex-A76 (Raspberry Pi 5's core; ARMv8.2 with NEON
 #: and dot product). qemu's default ``max`` CPU offers SVE/SME, and XNNPACK's kernels for them run about 8x
@@ -77,7 +78,7 @@ def unavailable() -> str | None:
     version = qemu_version()
     if version < MIN_QEMU:
         return (f"qemu-user {'.'.join(map(str, version))} shows arm64 code the host's x86 /proc/cpuinfo, and ONNX "
-                "Runtime and LiteRT crash on it; install qemu-user-static 8.1 or newer (Debian 12: "
+                "Runtime and LiteRT crash on it; install qemu-user-static 8.2 or newer (Debian 12: "
                 "apt-get install -t bookworm-backports qemu-user-static)")
     try:
         register_binfmt()
