@@ -36,6 +36,7 @@ import numpy as np
 from delegates._native import host_summary
 from delegates._ort_serving import choose_instances
 from delegates.base import FORMATS, Artifact, Delegate, Session
+from edgert._board import board_facts
 from edgert._core._memory import ResidentGrowth, give_back_freed
 from edgert.errors import ConfigError, ModelLoadError
 from scheduler.estimator import LatencyEstimator
@@ -164,7 +165,8 @@ def build_profile(measurements: Iterable[Measurement], failures: Iterable[Failur
                   name: str | None = None, description: str = "") -> DeviceProfile:
     """A docs/design.md §6 device profile of this host from measurements (fastest delegate per processor column).
 
-    ``sources`` carries ``host``, ``versions``, and per (model, processor):
+    ``sources`` carries ``host``, ``versions``, the board (``board``, ``arch``, ``kernel``, and
+    ``emulation`` when measured under an emulator: :mod:`edgert._board`), and per (model, processor):
     ``latency_ms/…`` (how it was measured, with coverage when partial),
     ``delegate/…`` (the delegate of the number), ``coverage/…``; failed pairs
     are under ``unmeasured/<model>/<delegate>``.
@@ -204,9 +206,12 @@ def build_profile(measurements: Iterable[Measurement], failures: Iterable[Failur
         sources[f"unmeasured/{f.model}/{f.delegate}"] = f.reason
     order = {"cpu0": 0, "gpu": 1, "dsp": 2, "npu": 3}
     procs = [ProcessorSpec(c, kinds[c]) for c in sorted(kinds, key=lambda c: (order.get(c, 9), c))]
+    board = board_facts()
+    sources.update(board.sources())
+    emulated = " UNDER EMULATION (not the board's speed)" if board.emulation else ""
     return DeviceProfile(name=name or _slug(host), processors=procs, latency_ms=latency,
                          latency_p90_ms=p90, sources=sources, memory_mb=memory,
-                         description=description or f"measured on {host} ({platform.machine()}) by edgert profile")
+                         description=description or f"measured{emulated} on {host} ({platform.machine()}) by edgert profile")
 
 
 #: instance counts ``edgert profile`` measures on a GPU path

@@ -18,6 +18,8 @@ with ``BatchMode=yes`` (key authentication, never a password prompt):
 4. Optionally create ``~/edgert/venv`` (``--system-site-packages`` so JetPack's
    TensorRT and CUDA Python packages stay visible), install the wheel, and
    install a systemd unit that runs an app from it.
+5. ``with_edgert``: ``edgert deploy linux``'s steps (:mod:`edgert.deploy.linux`); edgert's own numbers
+   join trtexec's, a column trtexec also fills taking an ``edgert-`` prefix (``edgert-gpu``).
 
 A path that fails (no DLA on an Orin Nano, a layer DLA rejects) is recorded and
 the other paths still run.
@@ -30,7 +32,7 @@ import shlex
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -41,6 +43,7 @@ from edgert.deploy.parsers import (
     parse_trtexec,
     tegrastats_energy_mj,
 )
+from edgert.deploy.linux import LinuxDeployer, LinuxOptions, board_measurements
 from edgert.deploy.profile_writer import build_profile, slug, write_profile
 from edgert.deploy.runner import (
     Collector,
@@ -90,8 +93,11 @@ class JetsonDeployer:
 
     def __init__(self, host: str, models: Sequence[str | Path], runner: Runner, *,
                  trtexec: str = DEFAULT_TRTEXEC, wheel: str | Path | None = None,
-                 venv: bool = False, service: str | None = None) -> None:
+                 venv: bool = False, service: str | None = None,
+                 with_edgert: LinuxOptions | None = None) -> None:
         self.host = host
+        self.with_edgert = with_edgert
+        self.edgert_sources: dict[str, str] = {}
         self.models = [Path(m) for m in models]
         self.r = runner
         self.trtexec = trtexec
@@ -332,6 +338,8 @@ class JetsonDeployer:
                 self.setup_venv(wheel)
             if self.service is not None:
                 self.install_service(workdir)
+            if self.with_edgert is not None:
+                self.profile_with_edgert(workdir)
         commands = list(self.r.commands)
         if self.r.dry_run:
             self.r.note_local(f"write the device profile to {output}")
@@ -347,6 +355,7 @@ class JetsonDeployer:
         }
         if release is not None:
             sources["l4t"] = release.raw
+        sources.update(self.edgert_sources)
         profile = build_profile(slug(board or self.host.split("@")[-1]), f"measured over ssh on {device}",
                                 self.collected, sources)
         out = write_profile(profile, output)
@@ -356,6 +365,21 @@ class JetsonDeployer:
                        f"{res.last_line()}")
         return DeployResult(profile, self.collected, out, commands)
 
+
+    def profile_with_edgert(self, workdir: Path) -> None:
+        """Profile the models with edgert itself on the Jetson (the linux target's steps); its numbers join
+        the collection. A failure is recorded as the ``edgert`` path's, and trtexec's numbers stay."""
+        assert self.with_edgert is not None
+        opts = replace(self.with_edgert, wheel=self.with_edgert.wheel or self.wheel, system_site_packages=True,
+                       remote_dir=REMOTE_DIR)
+        try:
+            obj = LinuxDeployer(self.host, self.models, self.r, opts, label="jetson").measure(workdir)
+        except DeployError as exc:
+            self.collected.fail("edgert", None, str(exc))
+            return
+        if obj is not None:
+            found, self.edgert_sources = board_measurements(obj, {p.processor for p in PATHS})
+            self.collected.measurements.extend(found)
 
 def describe_jetson(host: str, release: L4TRelease | None, board: str, dry_run: bool) -> str:
     """``NVIDIA Jetson AGX Orin Developer Kit (user@host; L4T R35.4.1, board t186ref)``."""
@@ -367,13 +391,17 @@ def describe_jetson(host: str, release: L4TRelease | None, board: str, dry_run: 
 
 def deploy_jetson(host: str, models: Sequence[str | Path], output: str | Path, dry_run: bool = False, *,
                   trtexec: str = DEFAULT_TRTEXEC, wheel: str | Path | None = None, venv: bool = False,
-                  service: str | None = None, runner: Runner | None = None) -> DeployResult:
+                  service: str | None = None, runner: Runner | None = None,
+                  with_edgert: LinuxOptions | None = None) -> DeployResult:
     """Profile ``models`` on the Jetson ``host`` (user@host) and write a docs/design.md §6 profile to ``output``.
 
     Raises:
         ConfigError: a local file is missing or not an .onnx model.
         DeployError: ssh cannot log in, the models cannot be copied, or nothing was measured.
+
+    ``with_edgert``: also profile with edgert itself on the Jetson (:mod:`edgert.deploy.linux`).
     """
     r = runner or Runner(dry_run=dry_run)
-    d = JetsonDeployer(host, models, r, trtexec=trtexec, wheel=wheel, venv=venv, service=service)
+    d = JetsonDeployer(host, models, r, trtexec=trtexec, wheel=wheel, venv=venv, service=service,
+                       with_edgert=with_edgert)
     return d.run(output)

@@ -140,3 +140,28 @@ def test_local_errors() -> None:
     cmd_deploy.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["deploy", "jetson", "--host", HOST, "--models", "nope.onnx", "-o", "p.json"])
     assert args.func(args) == 2
+
+
+def test_with_edgert_joins_edgerts_numbers(setup: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """--with-edgert: the board-side steps are replaced by a test double returning the profile `edgert profile`
+    writes; trtexec's numbers stay and edgert's join them (a column trtexec fills gets an edgert- prefix)."""
+    from edgert.deploy import linux
+
+    board_profile = {"processors": [{"name": "cpu0", "kind": "cpu"}, {"name": "gpu", "kind": "gpu"}],
+                     "latency_ms": {"mlp": {"cpu0": 1.5, "gpu": 0.3}},
+                     "sources": {"latency_ms/mlp/gpu": "measured with ort-tensorrt", "arch": "aarch64"}}
+    seen: list[linux.LinuxOptions] = []
+
+    def measure_double(self: linux.LinuxDeployer, workdir: Path) -> dict[str, object]:
+        seen.append(self.o)
+        return board_profile
+
+    monkeypatch.setattr(linux.LinuxDeployer, "measure", measure_double)
+    setup["install"]()
+    assert cli(jetson_argv(setup, "--with-edgert", "--runs", "5")) == 0
+    prof = DeviceProfile.load(setup["out"])
+    assert prof.latency_ms["mlp"]["gpu"] == pytest.approx(LAT_MS["mlp"]["gpu"])
+    assert prof.latency_ms["mlp"]["edgert-gpu"] == 0.3 and prof.latency_ms["mlp"]["cpu0"] == 1.5
+    assert prof.sources["latency_ms/mlp/edgert-gpu"] == "measured with ort-tensorrt"
+    assert prof.sources["edgert/arch"] == "aarch64"
+    assert seen[0].system_site_packages and seen[0].runs == 5 and Path(seen[0].wheel or "") == setup["wheel"]
