@@ -100,7 +100,9 @@ def test_ci_installs_the_software_driver_from_the_machines_own_apt_sources() -> 
     import re
 
     text = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
+    suite = text[text.index("backports() {"):text.index("need_mesa()")]
     block = text[text.index("need_mesa()"):text.index('python -m pip install')]
     assert "libvulkan1" in block and "mesa-vulkan-drivers" in block and '"$v" -lt 24' in block
-    assert "debian.sources" in block and "Suites: bookworm-backports" in block
-    assert not re.search(r"https?://", block), "a host is named in .ci/run's Vulkan step"
+    assert "$(backports)" in block, "the Vulkan step does not take mesa from the backports suite"
+    assert "debian.sources" in suite and "Suites: bookworm-backports" in suite
+    assert not re.search(r"https?://", suite + block), "a host is named in .ci/run's Vulkan step"
