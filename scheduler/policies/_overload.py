@@ -187,12 +187,12 @@ class OverloadPlan:
         A request without a deadline is best-effort: it can never be late, so it is neither
         counted in the demand the plan guards nor offloaded or shed (always LOCAL).
         """
-        if req.deadline_ms == math.inf:
-            self.fates[req.id] = LOCAL
+        rid, m, arrival, deadline, _, _, down, _ = req   # one unpack: cheaper than six field reads, per request
+        if deadline == math.inf:
+            self.fates[rid] = LOCAL
             return LOCAL
-        m = req.model
         self._streams.see(req)
-        budget = req.deadline_ms - req.downstream_ms - req.arrival_ms
+        budget = deadline - down - arrival
         old = self._budget.get(m)
         self._budget[m] = budget if old is None else old + _BUDGET_ALPHA * (budget - old)
         fate = LOCAL
@@ -213,7 +213,7 @@ class OverloadPlan:
                     # a burst's rate is no ground to shed: only a stream that has shown its rate over one
                     # budget (Streams.established); another is dropped only if it cannot be in time
                     fate = SHED if self._streams.established(req) else LOCAL
-        self.fates[req.id] = fate
+        self.fates[rid] = fate
         return fate
 
     def update(self, pending: Sequence[RequestView], now_ms: float, est: Latency, local: Sequence[str],

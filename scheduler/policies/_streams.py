@@ -59,21 +59,21 @@ class Streams:
 
     def see(self, req: RequestView) -> None:
         """Count one newly seen request of its stream."""
-        key = req.stream or req.model
+        _, model, t, deadline, stream, _, down, _ = req   # one unpack: cheaper than five field reads, per request
+        key = stream or model
         s = self._s.get(key)
         if s is None:
-            s = self._s[key] = [req.model, deque(maxlen=self.keep), False, 0.0, 0.0, 0, 0.0]
+            s = self._s[key] = [model, deque(maxlen=self.keep), False, 0.0, 0.0, 0, 0.0]
         times = s[1]
-        t = req.arrival_ms
         if times and t <= times[-1]:
             return   # seen out of arrival order (after a window): it adds nothing to the rate
         times.append(t)
         s[5] += 1
-        s[6] = req.deadline_ms - req.downstream_ms - t
+        s[6] = deadline - down - t
         while len(times) > 2 and t - times[0] > _SPAN_MS:
             times.popleft()
-        s[0] = req.model
-        s[2] = req.downstream_ms > 0.0
+        s[0] = model
+        s[2] = down > 0.0
         n = len(times)
         if n < 2:
             s[4] = t + _LONE_MS

@@ -81,6 +81,14 @@ class Simulation:
             fits in the memory of none (:mod:`~scheduler.sim.memory`).
     """
 
+    # Fixed attributes: every step reads its state through ``self``, and a slot is read in a few
+    # instructions where an instance dict this large (more keys than CPython shares) is looked up by name.
+    __slots__ = ("_hand", "_no_hand", "_gap", "workload", "profile", "policy", "policy_name", "on_broken",
+                 "processors", "by_name", "refused", "estimator", "_cands", "_downstream", "heat", "now_ms",
+                 "decisions", "events", "_out", "_ready", "_start", "_end", "_dropped", "_proc", "_reasons", "_done",
+                 "_children", "_pending", "_heap", "_seq", "_mcode", "_cols", "_ema", "_alpha", "_views", "_pviews",
+                 "_unplaced", "_groups_done", "_start_a", "_end_a", "_where")
+
     def __init__(self, workload: Workload, profile: DeviceProfile, policy: Policy, *, seed: int = 0,
                  noise: float = 0.1, cloud_noise: float = 0.2, offload: bool = True, cloud_slots: int = 4,
                  dispatch_ms: float | Sequence[float] = 0.0, thermal: bool = True,
@@ -182,38 +190,46 @@ class Simulation:
         root arrivals (:meth:`_ready_now`), then one decision if anything is pending (:meth:`_decide`)."""
         heap, pending, inf = self._heap, self._pending, math.inf
         root_t, root_ids = root_arrivals(self.workload)   # in arrival order; root_t ends with inf
-        ri = 0
-        while True:
-            ta = root_t[ri]   # the next root arrival
-            now = heap[0][0] if heap and heap[0][0] < ta else ta
-            if now == inf:
-                break
-            self.now_ms = now
-            while heap and heap[0][0] == now:   # priority 0: completions at this instant, FIFO
-                self._complete(heappop(heap)[2], now)
-            if ta == now:   # priority 1: root arrivals at this instant
-                while root_t[ri] == now:
-                    self._ready_now(root_ids[ri], now)
-                    ri += 1
-                self._groups_done += 1
-                if on_tick is not None and self._groups_done % tick_every == 0:
-                    on_tick(now)
-            if pending:   # priority 2: one decision for the instant
-                self.decisions += 1
-                self._decide(now)
+        ri = groups = decisions = 0
+        now = at = 0.0   # at: the last instant (now is inf at the end)
+        try:   # (the counters live in locals while running: written back below, also on an exception)
+            while True:
+                ta = root_t[ri]   # the next root arrival
+                now = heap[0][0] if heap and heap[0][0] < ta else ta
+                if now == inf:
+                    break
+                at = now
+                while heap and heap[0][0] == now:   # priority 0: completions at this instant, FIFO
+                    self._complete(heappop(heap)[2], now)
+                if ta == now:   # priority 1: root arrivals at this instant
+                    rj = ri + 1
+                    while root_t[rj] == now:
+                        rj += 1
+                    self._ready_now(root_ids[ri:rj], now)
+                    ri = rj
+                    groups += 1
+                    if on_tick is not None and groups % tick_every == 0:
+                        on_tick(now)
+                if pending:   # priority 2: one decision for the instant
+                    decisions += 1
+                    self._decide(now)
+        finally:
+            self.now_ms, self.decisions, self._groups_done = at, decisions, groups
 
-    def _ready_now(self, rid: int, now: float) -> None:
-        """Request ``rid`` arrives (or, a cascade stage, becomes ready): pending from ``now``."""
+    def _ready_now(self, rids: Sequence[int], now: float) -> None:
+        """Requests ``rids`` arrive (or, cascade stages, become ready): pending from ``now``, in order."""
         model, stream, frame, deadline, down = self._cols
-        self._ready[rid] = now
-        self._pending[rid] = _new(RequestView, (rid, model[rid], now, deadline[rid], stream[rid], frame[rid],
-                                                down[rid], None))
+        ready, pending = self._ready, self._pending
+        for rid in rids:
+            ready[rid] = now
+            pending[rid] = _new(RequestView, (rid, model[rid], now, deadline[rid], stream[rid], frame[rid], down[rid],
+                                              None))
 
     def _complete(self, rid: int, now: float) -> None:
-        """A heap event at ``now``: request ``rid``'s run ends (its processor starts its queue's head, its firing
-        cascade stages become ready), or (``rid`` < 0) the app-side gap before stage ``-rid - 1`` is over."""
+        """A heap event at ``now``: request ``rid``'s run ends (its processor starts the head of its FIFO queue, its
+        firing cascade stages become ready), or (``rid`` < 0) the app-side gap before stage ``-rid - 1`` is over."""
         if rid < 0:
-            self._ready_now(-rid - 1, now)
+            self._ready_now((-rid - 1,), now)
             return
         p = self._proc[rid]
         p.running.remove(rid)
@@ -222,17 +238,26 @@ class Simulation:
         ema[k] = old + self._alpha * (now - self._start[rid] - old)
         self._end[rid] = now
         self._done.append(rid)
-        if p.queue:
-            self._start_run(p, self._dequeue(p), now)
+        if queue := p.queue:   # take the head of the queue
+            q = queue.popleft()
+            qc = p.qcount
+            if qc[m := self._mcode[q]] == 1:
+                del qc[m]
+            else:
+                qc[m] -= 1
+            self._start_run(p, q, now)
         p.view = None   # changed: rebuilt before the next decision
         kids = self._children[rid]
         if kids is not None:
             gap = self._gap
+            if gap is None:
+                self._ready_now(kids, now)
+                return
             for c in kids:
-                if gap is not None and gap[c] > 0.0:   # ready after the app's own work: an event then
+                if gap[c] > 0.0:   # ready after the app's own work: an event then
                     heappush(self._heap, (now + gap[c], -1, -c - 1))
                 else:
-                    self._ready_now(c, now)
+                    self._ready_now((c,), now)
 
     def _start_run(self, p: SimProcessor, rid: int, now: float) -> None:
         """The start step: ``p`` runs ``rid`` from ``now`` plus its hand-off delay, for its drawn time (the profile's
@@ -249,16 +274,6 @@ class Simulation:
         p.running.append(rid)
         self._seq += 1
         heappush(self._heap, (s + ms, self._seq, rid))
-
-    def _dequeue(self, p: SimProcessor) -> int:
-        """Take the head of ``p``'s FIFO queue."""
-        q = p.queue.popleft()
-        qc = p.qcount
-        if qc[m := self._mcode[q]] == 1:
-            del qc[m]
-        else:
-            qc[m] -= 1
-        return q
 
     def _decide(self, now: float) -> None:
         """One policy decision over the pending requests and the processors' views (rebuilt where changed), applied
@@ -281,11 +296,11 @@ class Simulation:
     # ---- the driver interface (scheduler.contract.Driver) ----------------------------------------
     def can_run(self, p: SimProcessor, req: RequestView) -> bool:
         """``p`` supports ``req``'s model (and holds it in memory)."""
-        return p.lat[self._mcode[req.id]] is not None
+        return p.lat[self._mcode[req[0]]] is not None   # (req[0]: req.id without a descriptor lookup)
 
     def place(self, req: RequestView, p: SimProcessor, now_ms: float) -> None:
         """``req`` joins ``p``'s FIFO queue: started now when ``p`` is free."""
-        rid = req.id
+        rid = req[0]   # req.id
         if p.is_idle():
             self._start_run(p, rid, now_ms)
         else:
@@ -297,11 +312,11 @@ class Simulation:
 
     def drop(self, req: RequestView, reason: str, now_ms: float) -> None:
         """Drop ``req`` saying ``reason`` (and every cascade stage downstream of it)."""
-        self._drop(req.id, reason, now_ms)
+        self._drop(req[0], reason, now_ms)   # req.id
 
     def candidates(self, req: RequestView) -> Sequence[SimProcessor]:
         """The processors that support ``req``'s model."""
-        return self._cands[self._mcode[req.id]]
+        return self._cands[self._mcode[req[0]]]   # req.id
 
     def unplaced(self, req: RequestView, able: Sequence[SimProcessor], now_ms: float) -> str:
         """:func:`scheduler.contract.left_unplaced`."""

@@ -50,4 +50,6 @@ class SimProcessor:
 
     def is_idle(self) -> bool:
         """A free slot and nothing queued: a request placed on it starts now."""
-        return not self.queue and len(self.running) < self.slots
+        if self.queue or len(self.running) >= self.slots:   # (a test that jumps: CPython specializes it, as it
+            return False                                    # does not a comparison whose value is returned)
+        return True
