@@ -41,10 +41,7 @@ def register(subparsers: Any) -> None:
                            description="Read the L4T release over ssh, copy a bundle (wheel, models, config) to "
                                        "~/edgert, profile each model with trtexec on the GPU and DLA cores 0/1 and "
                                        "write a device profile.")
-    j.add_argument("--host", required=True, metavar="user@host", help="ssh destination (key authentication)")
-    j.add_argument("--models", nargs="+", required=True, metavar="M.onnx", help=".onnx models to profile")
-    j.add_argument("-o", "--output", required=True, metavar="profile.json", help="device profile to write")
-    j.add_argument("--dry-run", action="store_true", help="print every command, run none, write nothing")
+    _ssh_target_flags(j, "user@host", "M.onnx", ".onnx models to profile")
     j.add_argument("--trtexec", default=None, metavar="PATH",
                    help="trtexec on the Jetson (default /usr/src/tensorrt/bin/trtexec)")
     j.add_argument("--wheel", metavar="PATH", help="edgert wheel to ship (default: build one from this source tree)")
@@ -62,13 +59,18 @@ def register(subparsers: Any) -> None:
                                        "~/edgert, install edgert in ~/edgert/venv, run `edgert devices --json` and "
                                        "`edgert profile` there on every path the board has, and bring the profile "
                                        "home.")
-    x.add_argument("--host", required=True, metavar="user@host[:port]", help="ssh destination (key authentication)")
-    x.add_argument("--models", nargs="+", required=True, metavar="M", help=".tflite / .onnx models to profile")
-    x.add_argument("-o", "--output", required=True, metavar="profile.json", help="device profile to write")
-    x.add_argument("--dry-run", action="store_true", help="print every command, run none, write nothing")
+    _ssh_target_flags(x, "user@host[:port]", "M", ".tflite / .onnx models to profile")
     x.add_argument("--wheel", metavar="PATH", help="edgert wheel to ship (default: build one from this source tree)")
     _board_flags(x, ssh_config=True)
     x.set_defaults(func=run)
+
+
+def _ssh_target_flags(p: argparse.ArgumentParser, host_metavar: str, models_metavar: str, models_help: str) -> None:
+    """The binding flags of a target reached over ssh (jetson, linux): --host, --models, -o, --dry-run."""
+    p.add_argument("--host", required=True, metavar=host_metavar, help="ssh destination (key authentication)")
+    p.add_argument("--models", nargs="+", required=True, metavar=models_metavar, help=models_help)
+    p.add_argument("-o", "--output", required=True, metavar="profile.json", help="device profile to write")
+    p.add_argument("--dry-run", action="store_true", help="print every command, run none, write nothing")
 
 
 def _board_flags(p: argparse.ArgumentParser, ssh_config: bool) -> None:
