@@ -31,7 +31,9 @@ from edgert._core import _validate
 from edgert._core._decide import Decider
 from edgert._core._ends import Ends
 from edgert._core._frame import Frame, current_frame
-from edgert._core._handoff import Handed, Ran, ResolverThread, WatchedFuture, bug_log, nap, quiet, resolve, wait_started
+from edgert._core._handoff import (
+    Handed, Ran, ResolverThread, WatchedFuture, bug_log, nap, overdue_run, quiet, resolve, wait_started,
+)
 from edgert._core._result import LATE, OK, Result, completed, unwrap
 from edgert._core._trace import TraceWriter
 from edgert._core._worker import Request, Worker
@@ -140,7 +142,7 @@ class Dispatcher:
                 req.future = WatchedFuture()
             done = self.ends.take() if self.ends.results else None
         if done:
-            self._resolve(done)
+            resolve(done, self.trace)
         if inline:
             self._run(req.worker, req)   # type: ignore[arg-type]  # set when inline
             if req.outputs is not None:
@@ -164,10 +166,10 @@ class Dispatcher:
             w = req.worker   # handed to a thread waiting for work (not this worker's own next stage)?
             handed = bool(w is not None and w.queue and w.queue[0] is req and w.has_free_slot()
                           and threading.current_thread() not in w.threads)
-            overdue = not handed and self._overdue_locked(now)
+            overdue = not handed and overdue_run(self.workers, self.estimator, now)
             done = self.ends.take() if self.ends.results else None
         if done:
-            self._resolve(done)
+            resolve(done, self.trace)
         if overdue:
             nap()
         if handed:
@@ -264,13 +266,13 @@ class Dispatcher:
         # Resolve first: completion callbacks submit the next cascade stages, which must be
         # pending when the freed processor is next decided on (else older work takes it).
         if done:
-            self._resolve(done)
+            resolve(done, self.trace)
         if self._pending:  # unlocked peek is safe: whoever adds to pending decides itself
             with self._lock:
                 self.decider.decide(self.now_ms())
                 done = self.ends.take() if self.ends.results else None
             if done:
-                self._resolve(done)
+                resolve(done, self.trace)
         return None
 
     def _next_locked(self, w: Worker) -> Request | None:
@@ -303,7 +305,7 @@ class Dispatcher:
                 self._ran_locked(r.worker, r.req, r.outputs, r.delegate, r.end_ms, True)
                 done = done + self.ends.take()
         if done:
-            self._resolve(done)
+            resolve(done, self.trace)
         if item.decide_for is None:
             return
         with self._lock:
@@ -316,7 +318,7 @@ class Dispatcher:
             self.decider.decide(now, ahead=ahead)
             done = self.ends.take()
         if done:
-            self._resolve(done)
+            resolve(done, self.trace)
 
     def _ran_locked(self, w: Worker, req: Request, outs: list[np.ndarray], delegate: str, end: float,
                     make_result: bool) -> dict[str, np.ndarray]:
@@ -363,19 +365,6 @@ class Dispatcher:
             self._pending[queued.id] = queued
         return True
 
-    def _overdue_locked(self, now: float) -> bool:
-        """Whether a worker's run should have ended by ``now`` on the estimate (its thread then wants the GIL)."""
-        exp = self.estimator.expected_ms
-        for w in self.workers:
-            for r in w.running:
-                if r.start_ms + (exp(r.model.name, w.name) or 0.0) <= now:
-                    return True
-        return False
-
-    # -- 5. resolve (the ends: edgert._core._ends; the hand-off: edgert._core._handoff) --------
-    def _resolve(self, done: list[tuple[Request, Result]]) -> None:
-        resolve(done, self.trace)
-
     # -- closing -----------------------------------------------------------------------------
     def close(self, timeout_s: float) -> None:
         """Finish in-flight requests (up to ``timeout_s``), drop what is left, stop the workers and the resolver
@@ -396,7 +385,7 @@ class Dispatcher:
             for w in self.workers:
                 w.cond.notify_all()
             done = self.ends.take()
-        self._resolve(done)
+        resolve(done, self.trace)
         for w in self.workers:
             for t in w.threads:
                 t.join(timeout=5.0)

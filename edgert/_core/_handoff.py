@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from edgert._core._result import Result
     from edgert._core._trace import TraceWriter
     from edgert._core._worker import Request, Worker
+    from scheduler.estimator import LatencyEstimator
 
 #: The most a ``submit`` that woke an idle worker waits for that worker to start its request (ms).
 HANDOFF_WAIT_MS = 1.0
@@ -91,6 +92,17 @@ def wait_started(req: Request) -> None:
     time.sleep(0)
     while math.isnan(req.start_ms) and time.perf_counter() < give_up:
         time.sleep(HANDOFF_NAP_S)
+
+
+def overdue_run(workers: Iterable[Worker], estimator: LatencyEstimator, now: float) -> bool:
+    """Whether a worker's run should have ended by ``now`` (ms) on the estimate: its thread then wants the
+    GIL to end it, so a submitting thread naps to hand it over (:func:`nap`)."""
+    exp = estimator.expected_ms
+    for w in workers:
+        for r in w.running:
+            if r.start_ms + (exp(r.model.name, w.name) or 0.0) <= now:
+                return True
+    return False
 
 
 def nap() -> None:
