@@ -39,6 +39,7 @@ from pathlib import Path
 from edgert.deploy.parsers import (
     L4TRelease,
     ParseError,
+    describe_jetson,
     parse_nv_tegra_release,
     parse_trtexec,
     tegrastats_energy_mj,
@@ -365,7 +366,6 @@ class JetsonDeployer:
                        f"{res.last_line()}")
         return DeployResult(profile, self.collected, out, commands)
 
-
     def profile_with_edgert(self, workdir: Path) -> None:
         """Profile the models with edgert itself on the Jetson (the linux target's steps); its numbers join
         the collection. A failure is recorded as the ``edgert`` path's, and trtexec's numbers stay."""
@@ -380,13 +380,6 @@ class JetsonDeployer:
         if obj is not None:
             found, self.edgert_sources = board_measurements(obj, {p.processor for p in PATHS})
             self.collected.measurements.extend(found)
-
-def describe_jetson(host: str, release: L4TRelease | None, board: str, dry_run: bool) -> str:
-    """``NVIDIA Jetson AGX Orin Developer Kit (user@host; L4T R35.4.1, board t186ref)``."""
-    if dry_run:
-        return f"Jetson {host} (dry run: not queried)"
-    l4t = f"L4T {release.version}" + (f", board {release.board}" if release.board else "") if release else "no L4T"
-    return f"{board or 'unknown board'} ({host}; {l4t})"
 
 
 def deploy_jetson(host: str, models: Sequence[str | Path], output: str | Path, dry_run: bool = False, *,

@@ -323,3 +323,11 @@ def parse_fuel_gauge(text: str) -> tuple[float, float]:
     if len(nums) != 2:
         raise ParseError(f"expected current_now (uA) and voltage_now (uV), one integer each; got {text.strip()[:80]!r}")
     return abs(int(nums[0])) / 1e6, int(nums[1]) / 1e6
+
+
+def describe_jetson(host: str, release: L4TRelease | None, board: str, dry_run: bool) -> str:
+    """``NVIDIA Jetson AGX Orin Developer Kit (user@host; L4T R35.4.1, board t186ref)``."""
+    if dry_run:
+        return f"Jetson {host} (dry run: not queried)"
+    l4t = f"L4T {release.version}" + (f", board {release.board}" if release.board else "") if release else "no L4T"
+    return f"{board or 'unknown board'} ({host}; {l4t})"
