@@ -4,10 +4,9 @@ Grid: 6 policies (Band's five baselines + edgert) × 7 XRBench scenarios ×
 3 shipped profiles (galaxy-s23, xr2-gen2, pixel4) × loads 1, 1.5, 2, 3 ×
 {no burst, a 3× burst of 2 s}. Each cell simulates ``--duration`` seconds
 (default 10 s; the burst runs from 4 s to 6 s, so 4 s after it show whether
-offload stops) with one seed per cell (``--seed`` picks it, ``--seeds`` adds more;
-figures are then summed over seeds). Latency noise: the simulator's default (log-normal,
-sigma 0.1 local, 0.2 cloud). The cloud is available to every policy (4
-server slots, the profile's RTT and link), so the baselines can use it too.
+offload stops) with one seed per cell (``--seed`` picks it, ``--seeds`` adds more; figures are
+then summed over seeds). Latency noise: the simulator's default (log-normal, sigma 0.1 local, 0.2
+cloud). The cloud (4 server slots, the profile's RTT and link) is there for the baselines too.
 
 Per cell and policy: deadline-met % (``ok`` / requests; drops and late
 finishes are misses) and the XRBench real-time score (mean over requests of
