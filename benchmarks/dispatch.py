@@ -76,7 +76,7 @@ def steps(scheduler: str | None, calls: int) -> None:
     """Print µs per sync call spent in each step of the request's walk (see the module doc)."""
     import time
 
-    from edgert._core import _decide, _dispatch, _ends
+    from edgert._core import _run
 
     acc: dict[str, int] = {}
 
@@ -103,14 +103,14 @@ def steps(scheduler: str | None, calls: int) -> None:
             w = rt._dispatcher.workers[0]
             session = type(w.sessions["tiny"][1])
             for cls, name, label in ((type(m._loaded), "feeds", "input validation (LoadedModel.feeds)"),
-                                     (_dispatch.Dispatcher, "_admit_locked", "admission (_admit_locked)"),
-                                     (_decide.Decider, "lone", "decision (Decider.lone: one request, idle workers)"),
+                                     (_run.Dispatcher, "_admit_locked", "admission (_admit_locked)"),
+                                     (_run.Decider, "lone", "decision (Decider.lone: one request, idle workers)"),
                                      (type(rt._dispatcher.decider.policy), "decide", "  of which the policy's decide"),
-                                     (_dispatch.Dispatcher, "_run", "run and completion (_run)"),
+                                     (_run.Dispatcher, "_run", "run and completion (_run)"),
                                      (session, "run", "  of which the delegate's run (ORT inside)"),
-                                     (_dispatch.Dispatcher, "_observe", "  of which the estimator (_observe)"),
-                                     (_ends.Ends, "record", "  of which its record (stats fold from them)"),
-                                     (_dispatch.Dispatcher, "call", "Dispatcher.call in all")):
+                                     (_run.Dispatcher, "_observe", "  of which the estimator (_observe)"),
+                                     (_run.Ends, "record", "  of which its record (stats fold from them)"),
+                                     (_run.Dispatcher, "call", "Dispatcher.call in all")):
                 wrap(cls, name, label)
             t = time.perf_counter_ns()
             for _ in range(calls):

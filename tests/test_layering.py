@@ -213,3 +213,35 @@ def test_no_compiled_module_is_older_than_its_source():
              if so.with_name(so.name.split(".")[0] + ".py").exists()
              and so.stat().st_mtime < so.with_name(so.name.split(".")[0] + ".py").stat().st_mtime]
     assert stale == [], "rebuild (python tools/compile.py) or remove (python tools/compile.py --clean) these"
+
+
+def test_one_sync_request_reads_in_few_files():
+    """A sync request's life reads in one core module (``edgert/_core/_run.py``) beside the ``Model`` facade:
+    one call on a tiny ONNX model enters at most 3 files of ``edgert/_core`` and 8 product files in all
+    (every Python function it calls, found with ``sys.setprofile``)."""
+    import edgert
+    from edgert.testing import genmodels
+
+    entered: list[str] = []
+
+    def profile(frame, event, arg):  # noqa: ARG001 - sys.setprofile's signature
+        if event == "call":
+            path = Path(frame.f_code.co_filename)
+            if path.is_relative_to(ROOT) and path.parts[len(ROOT.parts)] in PRODUCT:
+                entered.append(path.relative_to(ROOT).as_posix())
+
+    with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=1) as rt:
+        m = rt.load(genmodels.build("tiny", "onnx"), name="tiny", format="onnx")
+        x = genmodels.example_inputs("tiny")
+        for _ in range(3):   # past the first request's one-time checks
+            m(x)
+        sys.setprofile(profile)
+        try:
+            m(x)
+        finally:
+            sys.setprofile(None)
+    files = set(entered)
+    core = {f for f in files if f.startswith("edgert/_core/")}
+    assert "edgert/_core/_run.py" in core, files
+    assert len(core) <= 3, sorted(core)
+    assert len(files) <= 8, sorted(files)

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: group -> (files to mutate, tests that target them)
 GROUPS: dict[str, tuple[list[str], list[str]]] = {
-    "core": (["edgert/_core/_dispatch.py", "edgert/_core/_decide.py", "edgert/_core/_ends.py", "edgert/_core/_handoff.py",
+    "core": (["edgert/_core/_run.py", "edgert/_core/_model.py",
               "edgert/_core/_runtime.py", "edgert/_core/_stats.py", "edgert/_core/_result.py"],
              ["tests/edgert/test_runtime.py", "tests/edgert/test_runtime_results.py", "tests/edgert/test_stats.py",
               "tests/inputs/test_api.py", "tests/edgert/test_dispatch_units.py", "tests/edgert/test_runtime_close.py"]),

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from edgert._core._model import LoadedModel
-    from edgert._core._worker import Worker
+    from edgert._core._run import Worker
 
 _MB = 1e6
 

@@ -23,7 +23,7 @@ from edgert.errors import (
 )
 
 if TYPE_CHECKING:
-    from edgert._core._dispatch import Dispatcher
+    from edgert._core._run import Dispatcher
 
 _SUFFIX_FORMATS = {".tflite": "tflite", ".onnx": "onnx"}
 
@@ -226,15 +226,15 @@ class Model:
         and is recorded in the trace as waiting for it.
 
         When it wakes an idle worker, it returns once that worker has started the request
-        (typically ~0.1 ms, at most ``edgert._core._handoff.HANDOFF_WAIT_MS``), napping meanwhile so
+        (typically ~0.1 ms, at most ``edgert._core._run.HANDOFF_WAIT_MS``), napping meanwhile so
         the worker gets the GIL; otherwise the worker could wait up to CPython's 5 ms switch
-        interval while this thread runs Python (:mod:`edgert._core._handoff`). ``infer_async`` pauses
+        interval while this thread runs Python (:mod:`edgert._core._run`, the hand-off). ``infer_async`` pauses
         its event loop as long.
 
         Raises:
             InputError: before anything is queued.
         """
-        return self._dispatcher.submit(self._loaded, self._loaded.feeds(inputs), after)
+        return self._dispatcher.submit(self._loaded, inputs, after)
 
     async def infer_async(self, inputs: Any) -> dict[str, np.ndarray]:
         """``await`` a request from asyncio; outputs like the sync call."""

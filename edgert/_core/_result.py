@@ -1,4 +1,4 @@
-"""The public result of one request (the request in flight is ``edgert._core._worker.Request``)."""
+"""The public result of one request (the request in flight is ``edgert._core._run.Request``)."""
 
 from __future__ import annotations
 

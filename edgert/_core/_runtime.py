@@ -1,6 +1,6 @@
 """The live runtime's public API and model loading: one worker per processor, one policy deciding who runs what.
 
-A request's life is the dispatcher's (:mod:`edgert._core._dispatch`), which the runtime holds.
+A request's life is the dispatcher's (:mod:`edgert._core._run`), which the runtime holds.
 
 Request lifecycle (every request ends with exactly one terminal status)::
 
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from edgert._core import _validate
-from edgert._core._dispatch import Dispatcher
+from edgert._core._run import Dispatcher
 from edgert._core._frame import Frame, current_frame
 from edgert._core._accuracy import AccuracyCheck, accuracy_check
 from edgert._core._loader import (
@@ -41,7 +41,7 @@ from edgert._core._model import LoadedModel, Model, artifacts_of
 from edgert._power import PowerCounters, power_counters
 from edgert._core._stats import ModelStats
 from edgert._core._trace import TraceWriter
-from edgert._core._worker import make_workers
+from edgert._core._run import make_workers
 from edgert.errors import ConfigError, EdgeRTError
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import DeviceProfile

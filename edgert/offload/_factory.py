@@ -14,7 +14,7 @@ from edgert.offload._kserve_worker import make_kserve_worker
 from edgert.offload._worker import CloudWorker
 
 if TYPE_CHECKING:
-    from edgert._core._dispatch import Dispatcher
+    from edgert._core._run import Dispatcher
 
 
 def make_cloud_worker(offload: str | CloudConfig | KServeConfig, lock: threading.Lock,

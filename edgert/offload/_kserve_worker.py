@@ -24,7 +24,7 @@ from edgert.offload._worker import CloudWorker
 
 if TYPE_CHECKING:
     from edgert._core._model import LoadedModel
-    from edgert._core._dispatch import Dispatcher
+    from edgert._core._run import Dispatcher
 
 log = logging.getLogger("edgert.offload")
 

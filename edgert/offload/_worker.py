@@ -41,12 +41,12 @@ from edgert.offload._config import CloudConfig
 from edgert.offload._embedded import EmbeddedCloud
 from edgert.offload._kserve_config import KServeConfig
 from edgert.offload._link import MqttLink
-from edgert._core._worker import Worker
+from edgert._core._run import Worker
 
 if TYPE_CHECKING:
     from edgert._core._model import LoadedModel
-    from edgert._core._worker import Request
-    from edgert._core._dispatch import Dispatcher
+    from edgert._core._run import Request
+    from edgert._core._run import Dispatcher
 
 #: A cloud estimate no round trip has refreshed for this long (s) is stale: see ``CloudWorker``.
 STALE_S = 1.0

@@ -14,11 +14,9 @@ from collections import deque
 import pytest
 
 import edgert
-from edgert._core._dispatch import AHEAD_PENDING, REPROBE_MS, Dispatcher
-from edgert._core._handoff import Handed
+from edgert._core._run import AHEAD_PENDING, REPROBE_MS, Dispatcher, Handed, Request, Worker
 from edgert._core._model import LoadedModel
 from edgert._core._stats import ModelStats
-from edgert._core._worker import Request, Worker
 from scheduler.contract import sweep_unplaced
 from scheduler.estimator import LatencyEstimator
 from scheduler.types import ProcessorView, RequestView

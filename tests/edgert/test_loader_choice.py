@@ -18,7 +18,7 @@ from delegates.sharing import SessionPool
 from edgert._core import _loader
 from edgert._core._loader import check_delegate_names, check_specs, open_on_workers, warmup_ms
 from edgert._core._model import LoadedModel
-from edgert._core._worker import Worker
+from edgert._core._run import Worker
 from edgert.errors import (
     ConfigError,
     DelegateUnavailable,

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 
 import edgert
-from edgert._core import _dispatch
+from edgert._core import _run
 from edgert.testing import genmodels
 from edgert.testing.sized import DET_HW, cnn_at
 
@@ -19,13 +19,13 @@ def test_a_burst_on_one_worker_ends_every_request_once_and_the_resolver_stops_at
         feeds = genmodels.example_inputs("cnn")
         m(feeds)
         resolved_on: list[str] = []
-        real = _dispatch.resolve
+        real = _run.resolve
 
         def spy(done, trace):   # a test double around resolve: records the thread, then resolves
             done = list(done)
             resolved_on.extend(threading.current_thread().name for _ in done)
             real(done, trace)
-        monkeypatch.setattr(_dispatch, "resolve", spy)
+        monkeypatch.setattr(_run, "resolve", spy)
         futs = [m.submit(feeds) for _ in range(40)]
         results = [f.result(timeout=30) for f in futs]
         resolver = rt._dispatcher._resolver

@@ -17,7 +17,7 @@ import edgert
 from delegates.base import Delegate, Session
 from delegates.onnxrt import OrtDelegate
 from edgert.testing import genmodels
-from edgert._core._handoff import HANDOFF_NAP_S, HANDOFF_WAIT_MS
+from edgert._core._run import HANDOFF_NAP_S, HANDOFF_WAIT_MS
 from scheduler.profile import DeviceProfile, ProcessorSpec
 from scheduler.types import Assignment, SchedulerView
 

@@ -184,7 +184,7 @@ def test_a_stage_with_a_cascade_after_it_tells_the_policy_the_fastest_time_that_
 def test_sync_calls_end_without_a_result_yet_every_end_is_counted_and_recorded(model_dir):
     # a sync call that ran on the caller's thread hands back its outputs with no Result, and stats fold from the
     # records every FOLD_EVERY ends: more than two folds here, then a read between folds, then submitted ones
-    from edgert._core._ends import FOLD_EVERY
+    from edgert._core._run import FOLD_EVERY
 
     n = 2 * FOLD_EVERY + 3
     with edgert.Runtime(scheduler="round_robin", delegates=["ort-cpu"], cpu_workers=1) as rt:

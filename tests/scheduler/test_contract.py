@@ -24,7 +24,7 @@ def test_a_broken_decision_raises_under_raise_and_is_the_drop_reason_under_drop(
 
 
 def test_the_simulator_raises_and_the_live_runtime_drops() -> None:
-    from edgert._core import _decide
+    from edgert._core import _run
     from scheduler.sim import driver
 
-    assert driver.ON_BROKEN is OnBroken.RAISE and _decide.ON_BROKEN is OnBroken.DROP
+    assert driver.ON_BROKEN is OnBroken.RAISE and _run.ON_BROKEN is OnBroken.DROP
