@@ -20,7 +20,6 @@ from scheduler.contract import OnBroken, apply, left_unplaced, processor_view, s
 from scheduler.estimator import LatencyEstimator
 from scheduler.types import Assignment, Policy, ProcessorView, SchedulerView
 
-_new = tuple.__new__   # a SchedulerView from a ready tuple, without the keyword-handling constructor
 
 #: A decision that breaks the driver contract drops the request it names (the simulator raises instead):
 #: the app keeps running and every request still ends once. See scheduler.contract.
@@ -59,7 +58,7 @@ class Decider:
         """Decide on ``req``, the only request pending, every worker idle: True when placed on a worker the sync
         caller may run it on (started at ``now``: nothing else was placed); else the decision is applied as any
         other, and the workers it gave work are notified."""
-        decisions = self._ask(_new(SchedulerView, ((req.view,), self._idle_procs, self.estimator)), now)
+        decisions = self._ask(SchedulerView((req.view,), self._idle_procs, self.estimator), now)
         if decisions is None:
             return False
         if len(decisions) == 1:
@@ -86,7 +85,7 @@ class Decider:
             procs = tuple([w.idle_view if w in ahead or not (w.running or w.queue) and now >= w.unhealthy_until_ms
                            else self.view(w, now) for w in self.workers])
         views = tuple([r.view for r in self.pending.values()])
-        decisions = self._ask(_new(SchedulerView, (views, procs, self.estimator)), now)
+        decisions = self._ask(SchedulerView(views, procs, self.estimator), now)
         if decisions is not None:
             self._apply(decisions, now)
         if wake:

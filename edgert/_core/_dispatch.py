@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 
     from edgert._core._model import LoadedModel
 
-_new = tuple.__new__   # a RequestView from a ready tuple, without the keyword-handling constructor
 #: With at least this many requests pending (a burst, deeper than a frame's cascades), a busy worker is
 #: shown to the policy as free while it runs, so its next request is queued ahead (``_resolve_and_decide``).
 #: The simulator does not: its decisions take no virtual time, so there is no gap between runs to hide.
@@ -201,7 +200,7 @@ class Dispatcher:
             deadline = now + m.slo_ms if m.slo_ms is not None else math.inf
         frame = f.index if f is not None else -1
         downstream = sum(self._fastest_ms(n) for n in m.then) if m.then else 0.0
-        view = _new(RequestView, (rid, m.name, now, deadline, stream, frame, downstream, m.allowed))
+        view = RequestView(rid, m.name, now, deadline, stream, frame, downstream, m.allowed)
         req = Request(rid, m, feeds, now, deadline, view, key, frame)
         self._pending[rid] = req
         self.ends.inflight += 1

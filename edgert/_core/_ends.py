@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from edgert._core._worker import Request
     from edgert.errors import EdgeRTError
 
-_new = tuple.__new__   # an Ended from a ready tuple (one per request)
 
 #: A request's end appends its record only; every this many, the records are counted into the per-model
 #: stats and kept (:meth:`Ledger.fold`), as ``stats()`` / ``records()`` do first: a stats call per request
@@ -78,8 +77,8 @@ class Ends:
     def record(self, req: Request, status: str, proc: str, end_ms: float, error: str) -> None:
         """Record ``req``'s end (``status`` at ``end_ms`` on ``proc``; ``error`` its text or ""), no Result."""
         fresh = self._fresh
-        fresh.append(_new(Ended, (req.id, req.model.name, status, req.arrival_ms, req.deadline_ms, proc,
-                                  req.start_ms, end_ms, req.frame, error)))
+        fresh.append(Ended(req.id, req.model.name, status, req.arrival_ms, req.deadline_ms, proc,
+                           req.start_ms, end_ms, req.frame, error))
         if len(fresh) >= FOLD_EVERY:
             self.fold()
         self.inflight -= 1
