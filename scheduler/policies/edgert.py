@@ -260,8 +260,8 @@ class EdgertPolicy:
         est = estimator.expected_ms
         idle_procs, idle_table = self._idle
         if processors is idle_procs and idle_table is not None:   # the same all-idle snapshot: only the clock moved
-            names, _, is_cloud, free, *rest = idle_table   # free is counted down within a decision: a copy
-            procs = Processors(names, [now_ms] * len(names), is_cloud, free[:], *rest)
+            # free is counted down within a decision: a copy
+            procs = idle_table._replace(ready=[now_ms] * len(idle_table.names), free=idle_table.free[:])
         else:
             procs = _processor_table(processors, now_ms)
             for p in processors:   # (a loop, not all() over a generator: per decision)
