@@ -34,7 +34,7 @@ import numpy as np
 
 from delegates._adapters import vulkan_adapters
 from delegates._foreign import LITERT_ERRORS
-from delegates._native import capture_native_stderr, native_quiet
+from delegates._native_capture import capture_native_stderr, native_quiet
 from delegates._probe_models import tflite_probe
 from delegates.base import Artifact, Delegate, Session, TensorSpec, conform, force_fp32_flag
 from delegates.errors import DelegateUnavailable, InferenceError, ModelLoadError

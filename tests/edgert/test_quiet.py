@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from delegates._native import NativeLogRouter, native_level
+from delegates._native_log import NativeLogRouter, native_level
 
 
 def edgert(*args: str) -> subprocess.CompletedProcess[str]:
@@ -82,7 +82,7 @@ def test_loading_and_running_tflite_and_onnx_through_the_python_api_routes_what_
 
 
 def test_native_lines_of_a_load_go_to_logging(caplog) -> None:
-    from delegates._native import native_quiet
+    from delegates._native_capture import native_quiet
 
     caplog.set_level(logging.INFO, logger="edgert.native")
     with native_quiet():
