@@ -8,8 +8,7 @@ before that decision, "left unplaced" drops), the same seeded latency draws,
 the same workload (``build_scenario``, built inside each timed region). What
 is not the event machinery is shared code on every side: the workload
 columns, the :class:`SimProcessor` bookkeeping and its live-runtime
-``ProcessorView``, the fast snapshot builders (``scheduler.sim._views``), the
-estimator and the summary. Two SimPy models are timed:
+``ProcessorView``, the views' constructors, the estimator and the summary. Two SimPy models are timed:
 
 * ``simpy-textbook``: SimPy's own idiom (its bank / car-wash examples): a
   source process emitting each instant's frames, a process per request, each
@@ -64,11 +63,10 @@ from scheduler.sim import (  # noqa: E402
     load_profile,
     run_simulation,
 )
-from scheduler.sim._views import scheduler_view  # noqa: E402
 from scheduler.sim.columns import arrival_groups, downstream_ms  # noqa: E402
 from scheduler.sim.metrics import Outcome, summarize  # noqa: E402
-from scheduler.sim.processor import SimProcessor  # noqa: E402
-from scheduler.types import RequestView  # noqa: E402
+from scheduler.sim.processor import RunTimes, SimProcessor  # noqa: E402
+from scheduler.types import RequestView, SchedulerView  # noqa: E402
 
 KEYS = ("requests", "ok", "late", "dropped", "p50_ms", "p99_ms")
 
@@ -107,21 +105,21 @@ class _SimpyBase:
         code = {m: i for i, m in enumerate(wl.models)}
         table: dict[str, dict[str, float]] = {}
         for p in self.procs:
-            p.lat = [None] * len(wl.models)
+            p.run_times = [None] * len(wl.models)
             p.keys = [(m, p.name) for m in wl.models]
         for model, row in prof.latency_ms.items():
             for pn, ms in row.items():
                 table.setdefault(model, {})[pn] = ms
                 if model in code:
-                    self.by_name[pn].lat[code[model]] = (ms, 0.0, fac[noise])
+                    self.by_name[pn].run_times[code[model]] = RunTimes(ms, 0.0, fac[noise])
         if prof.cloud is not None:
             c = prof.cloud
             for model, server in c.latency_ms.items():
                 total = c.expected_ms(model)
                 table.setdefault(model, {})["cloud"] = total
                 if model in code:
-                    self.by_name["cloud"].lat[code[model]] = (c.rtt_ms + server, total - c.rtt_ms - server,
-                                                              fac[cloud_noise])
+                    self.by_name["cloud"].run_times[code[model]] = RunTimes(c.rtt_ms + server,
+                                                                            total - c.rtt_ms - server, fac[cloud_noise])
         self.est = LatencyEstimator(0.1, table)
         self.cands = [[self.by_name[pn] for pn in table[m]] for m in wl.models]
         best = np.array([min(table[m].values()) for m in wl.models])
@@ -151,9 +149,8 @@ class _SimpyBase:
     def ready(self, rid: int) -> None:
         now = self.env.now
         self.ready_ms[rid] = now
-        # built as ours builds it (tuple.__new__ inline, no builder call)
-        self.pending[rid] = tuple.__new__(RequestView, (rid, self.mname[rid], now, self.deadline[rid],
-                                                        self.sname[rid], self.frame[rid], self.down[rid], None))
+        self.pending[rid] = RequestView(rid, self.mname[rid], now, self.deadline[rid], self.sname[rid],
+                                        self.frame[rid], self.down[rid])
         self.want_decision()
 
     def want_decision(self) -> None:
@@ -172,9 +169,8 @@ class _SimpyBase:
         now = self.env.now
         pending = self.pending
         mcode, ema = self.mcode, self.est.ema_table()
-        view = scheduler_view(tuple(pending.values()),
-                              tuple(p.make_view(self.start_ms, mcode, ema) for p in self.procs),
-                              self.est)
+        view = SchedulerView(tuple(pending.values()), tuple(p.make_view(self.start_ms, mcode, ema) for p in self.procs),
+                             self.est)
         for a in self.policy.decide(view, now):
             rid = a.request_id
             del pending[rid]
@@ -199,10 +195,9 @@ class _SimpyBase:
         p.qcount[m] -= 1
         if not p.qcount[m]:
             del p.qcount[m]
-        mean, extra, fac = p.lat[m]
         self.start_ms[rid] = self.env.now
         self.proc[rid] = p
-        return mean * fac[rid] + extra
+        return p.run_times[m].run_ms(rid)
 
     def end(self, rid: int, p: SimProcessor, ms: float) -> None:
         now = self.env.now
@@ -215,7 +210,7 @@ class _SimpyBase:
         self.done.append(rid)
 
     def drop(self, rid: int, reason: str) -> None:
-        if self.ready_ms[rid] != self.ready_ms[rid]:
+        if math.isnan(self.ready_ms[rid]):
             self.ready_ms[rid] = self.env.now
         self.status[rid] = 2
         self.reasons[rid] = reason

@@ -201,7 +201,7 @@ class BoundRunner:
         import onnxruntime as ort  # noqa: PLC0415 - lazy, as every ORT import here
 
         self._ort = ort
-        self._sess = sess
+        self._session = sess
         self._device = device
         self._device_id = device_id
         self._in_names = [i.name for i in sess.get_inputs()]
@@ -225,10 +225,10 @@ class BoundRunner:
             if cpu:   # host buffers: bound in place, nothing to synchronise
                 for name, x in zip(self._in_names, feeds):
                     b.bind_cpu_input(name, np.ascontiguousarray(x))
-                self._sess.run_with_iobinding(b)
+                self._session.run_with_iobinding(b)
             else:
                 b.synchronize_inputs()
-                self._sess.run_with_iobinding(b)
+                self._session.run_with_iobinding(b)
                 b.synchronize_outputs()
             if self._out_values is None:   # keep the buffers of this shape's first run bound
                 self._out_values = list(b.get_outputs())

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from delegates._foreign import LITERT_ERRORS
-from delegates._native import native_quiet
+from delegates._native_capture import native_quiet
 from delegates.base import Artifact, Delegate, Session, TensorSpec
 from delegates.errors import DelegateUnavailable, InferenceError, ModelLoadError
 

@@ -40,7 +40,8 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from delegates._native import capture_native_stderr, find_library, searched_dirs
+from delegates._libraries import find_library, searched_dirs
+from delegates._native_capture import capture_native_stderr
 from delegates._probe_models import tflite_probe
 from delegates.base import Delegate, force_fp32_flag
 from delegates.litert import LiteRTDelegate, import_interpreter, interpreter_placement

@@ -34,7 +34,7 @@ import numpy as np
 
 from delegates._adapters import vulkan_adapters
 from delegates._foreign import LITERT_ERRORS
-from delegates._native import capture_native_stderr, native_quiet
+from delegates._native_capture import capture_native_stderr, native_quiet
 from delegates._probe_models import tflite_probe
 from delegates.base import Artifact, Delegate, Session, TensorSpec, conform, force_fp32_flag
 from delegates.errors import DelegateUnavailable, InferenceError, ModelLoadError
@@ -52,9 +52,6 @@ def _import_compiled() -> tuple[Any, Any]:
 BUFFER_DTYPES: frozenset[np.dtype] = frozenset(np.dtype(t) for t in (
     np.float32, np.float16, np.int32, np.int8, np.uint8, np.bool_))
 
-_exit_hook = False
-
-
 _E = TypeVar("_E", bound=BaseException)
 
 
@@ -63,32 +60,7 @@ def _untraced(exc: _E) -> _E:
     kept alive by the exception, the environment would be destroyed, logging "DestroyAccelerator" from
     C++, wherever the caller drops the exception, outside the block that routes native lines."""
     exc.__traceback__ = None
-    import gc  # noqa: PLC0415
-
-    gc.collect()
     return exc
-
-
-def quiet_at_exit() -> None:
-    """Once per process: at exit, keep LiteRT's native log lines off stderr but nothing else, unless
-    native INFO lines are wanted (``edgert.native`` at INFO, e.g. ``edgert -v``).
-
-    LiteRT's process-wide environment is a C++ static destroyed after Python has finished, and its
-    destructor logs "DestroyAccelerator" at INFO for every accelerator. fd 2 is not pointed at
-    /dev/null for that (it would swallow the application's own ``atexit`` writes and Python's last
-    notes too): it becomes a pipe into a small filter process (:mod:`delegates._exit_filter`) that
-    copies every line to the real stderr but native log lines (:data:`delegates._native.NATIVE_LINE`),
-    and ends when the process's last write end closes.
-    """
-    global _exit_hook
-    if _exit_hook:
-        return
-    _exit_hook = True
-    import atexit  # noqa: PLC0415
-
-    from delegates._exit_filter import filter_stderr_at_exit  # noqa: PLC0415
-
-    atexit.register(filter_stderr_at_exit)
 
 
 def dynamic_tensors(data: bytes) -> list[str]:
@@ -170,7 +142,6 @@ class CompiledSession(Session):
         # LiteRT creates a process-wide environment on the first run and logs that at INFO from C++: run
         # once on zeros now, where the caller (open) routes native lines to logging, not mid-request.
         model.run_by_index(0, self._in_bufs, self._out_bufs)
-        quiet_at_exit()
 
     def placement(self) -> dict[str, int]:
         """``{engine: 1}``: the whole graph was compiled for the accelerator (node counts are not exposed)."""
@@ -206,9 +177,6 @@ class CompiledSession(Session):
                 self._model.close()
                 self._model = None
                 self._in_bufs = self._out_bufs = []
-                import gc  # noqa: PLC0415 - the environment may sit in a reference cycle
-
-                gc.collect()
 
     def __del__(self) -> None:
         """A session dropped without close() releases LiteRT quietly too."""

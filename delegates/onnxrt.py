@@ -33,7 +33,8 @@ from dataclasses import replace
 from typing import Any
 
 from delegates._foreign import ort_errors
-from delegates._native import capture_native_stderr, jetson_model, native_quiet
+from delegates._host import jetson_model
+from delegates._native_capture import capture_native_stderr, native_quiet
 from delegates._ort_session import CPU_EP, OrtSession, graph_placement
 from delegates._ort_serving import (
     GPU_PROVIDERS,

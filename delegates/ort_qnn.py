@@ -24,7 +24,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from delegates._native import capture_native_stderr
+from delegates._native_capture import capture_native_stderr
 from delegates.base import Delegate, DelegateInfo
 from delegates.onnxrt import OrtDelegate, _import_ort
 

@@ -18,7 +18,7 @@ import threading
 from typing import Any
 
 from delegates._adapters import vulkan_adapters
-from delegates._native import capture_native_stderr
+from delegates._native_capture import capture_native_stderr
 from delegates.base import Delegate
 from delegates.onnxrt import OrtDelegate, _import_ort
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from delegates._native import host_summary
+from delegates._host import host_summary
 from delegates._ort_serving import choose_instances
 from delegates.base import FORMATS, Artifact, Delegate, Session
 from edgert._board import board_facts

@@ -176,9 +176,6 @@ def sweep_unplaced(driver: Driver[R, P], pending: dict[int, R], now_ms: float) -
             driver.drop(req, driver.unplaced(req, able, now_ms), now_ms)
 
 
-_new = tuple.__new__   # a ProcessorView from a ready tuple (no keyword handling: one per busy view)
-
-
 def processor_view(name: str, kind: str, slots: int, ends_ms: Sequence[float], queued_ms: float, n_queued: int,
                    available: bool) -> ProcessorView:
     """What a policy sees of a processor running ``len(ends_ms)`` requests, each expected to end at ``ends_ms``
@@ -187,4 +184,4 @@ def processor_view(name: str, kind: str, slots: int, ends_ms: Sequence[float], q
     ``busy_until_ms`` is 0 while a slot is free, else the earliest expected end of its runs."""
     free = slots - len(ends_ms)
     busy = 0.0 if free > 0 else min(ends_ms)
-    return _new(ProcessorView, (name, kind, busy, queued_ms, n_queued, available, slots, free))
+    return ProcessorView(name, kind, busy, queued_ms, n_queued, available, slots, free)

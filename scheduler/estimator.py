@@ -59,31 +59,35 @@ class LatencyEstimator:
             self._ms[key] = float(ms)
 
     def update(self, model: str, processor: str, measured_ms: float) -> float:
-        """Fold one measured latency (ms) into the moving average; return the new estimate."""
-        return self.update_shared(model, processor, (), measured_ms)
+        """Fold one measured latency (ms) into the moving average; return the new estimate. A pair
+        measured before it was ever seeded takes that measurement as its prior too.
 
-    def update_shared(self, model: str, processor: str, peers: tuple[str, ...], measured_ms: float) -> float:
-        """:meth:`update` ``processor``'s estimate and give each of ``peers`` it already knows the same value
-        (processors that are one, seen as several slots: one moving average over all their runs); the new ms."""
+        Called once per run by both drivers (the simulator's every simulated run), so it is the one
+        place the moving average is written, kept to a dict read and a dict write."""
         key = (model, processor)
-        table = self._ms
-        old = table.get(key)
+        old = self._ms.get(key)
         if old is None:
             self._prior[key] = new = measured_ms
             self.prior_version += 1
         else:
             new = old + self.alpha * (measured_ms - old)
-        table[key] = new
+        self._ms[key] = new
+        return new
+
+    def update_shared(self, model: str, processor: str, peers: tuple[str, ...], measured_ms: float) -> float:
+        """:meth:`update` ``processor``'s estimate and give each of ``peers`` it already knows the same value
+        (processors that are one, seen as several slots: one moving average over all their runs); the new ms."""
+        new = self.update(model, processor, measured_ms)
+        table = self._ms
         for peer in peers:
             if peer != processor and (model, peer) in table:
                 table[(model, peer)] = new
         return new
 
     def ema_table(self) -> dict[tuple[str, str], float]:
-        """The live ``{(model, processor): expected ms}`` table, for a driver's inner loop that folds
-        many measurements itself (the simulator): for a pair already in it,
-        ``t[k] += alpha * (measured - t[k])`` is exactly :meth:`update`. Anything else goes through the
-        methods (new pairs, seeds, forgetting), which keep the priors."""
+        """The live ``{(model, processor): expected ms}`` table, to read many estimates in an inner loop
+        (a policy's decision, the simulator's processor views). Read only: every change goes through the
+        methods (:meth:`update`, seeds, forgetting), which keep the priors."""
         return self._ms
 
     def forget(self, model: str, processor: str | None = None) -> None:

@@ -10,7 +10,7 @@ cannot be written) one line and exits 2; anything else is a bug of ours: one lin
 it, exit 1. None prints a traceback unless ``--debug`` or ``EDGERT_DEBUG=1`` asks for one.
 
 Quiet by default: what LiteRT / ONNX Runtime print from C++ goes through
-:class:`delegates._native.NativeLogRouter` into the ``edgert.native`` logger,
+:class:`delegates._native_log.NativeLogRouter` into the ``edgert.native`` logger,
 shown from WARNING up; ``edgert -v COMMAND`` shows their INFO lines too.
 """
 
@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
 @contextmanager
 def quiet_native_logs(verbose: int) -> Iterator[None]:
     """Route native libraries' stderr lines into logging for the block (INFO shown when ``verbose``)."""
-    from delegates._native import NativeLogRouter  # noqa: PLC0415
+    from delegates._native_log import NativeLogRouter  # noqa: PLC0415
 
     log = logging.getLogger("edgert")
     router = NativeLogRouter(logging.getLogger("edgert.native")).start()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from delegates._native import native_quiet
+from delegates._native_capture import native_quiet
 from delegates.base import TOLERANCE, Artifact, Session
 from edgert._core._accuracy import max_error
 from edgert.testing import genmodels

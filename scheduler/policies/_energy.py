@@ -186,7 +186,7 @@ class Greener:
                target: float, now_ms: float) -> tuple[int, float]:
         """``(processor, finish)``: the cheapest placement that makes ``target`` with the energy headroom when
         it spends less than ``keep`` × the energy of ``pick`` (finishing at ``finish``); else ``pick``."""
-        names, ready, is_cloud = procs[0], procs[1], procs[2]   # .names, .ready, .is_cloud (indexing: faster)
+        names, ready, is_cloud = procs.names, procs.ready, procs.is_cloud
         home = self.home.get(model)
         if home is None or names[pick] == home:   # no local move: only a free cloud slot might save energy
             return self._cloud_or(model, row, pick, finish, procs, target, now_ms)
@@ -213,7 +213,7 @@ class Greener:
     def _cloud_or(self, model: str, row: Sequence[tuple[int, float]], pick: int, finish: float, procs: Processors,
                   target: float, now_ms: float) -> tuple[int, float]:
         """:meth:`choose` where no home move exists: a free cloud slot in time when it saves enough, else ``pick``."""
-        names, ready, is_cloud = procs[0], procs[1], procs[2]
+        names, ready, is_cloud = procs.names, procs.ready, procs.is_cloud
         last, cloud_ms = row[-1]   # rows run in processor order: with the cloud last (as drivers list it), it is
         cloud = (last if is_cloud[last] else -1) if is_cloud[-1] else next((i for i, _ in row if is_cloud[i]), -1)
         if cloud < 0 or cloud == pick or (st := ready[cloud]) > now_ms:   # the row's last entry or not in it

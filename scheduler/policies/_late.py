@@ -22,7 +22,7 @@ def wait_choice(policy: EdgertPolicy, model: str, row: list[tuple[int, float]], 
     moment is now and the claim is fragile (its wait >= its slack) or long; else, with an energy
     objective, a cheaper placement in time; else ``local``."""
     local, local_f, fm, cloud, cloud_f, cloud_ms = finishes
-    ready = procs[1]
+    ready = procs.ready
     if cloud >= 0 and target - policy.guard_ms < cloud_f + policy.cloud_margin * cloud_ms <= target and (
             ready[local] - now_ms >= target - fm or local_f - ready[local] > long_ms):
         return cloud, cloud_f

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from scheduler.estimator import LatencyEstimator
 from scheduler.policies._overload import SHED
-from scheduler.policies._slots import _SLOWER, Processors, _new, _processor_table, _row
+from scheduler.policies._slots import _SLOWER, Processors, _processor_table, _row
 from scheduler.types import Assignment, LatencyModel, RequestView, SchedulerView
 
 if TYPE_CHECKING:
@@ -33,14 +33,14 @@ def best_effort(policy: EdgertPolicy, req: RequestView, view: SchedulerView, now
     """
     processors = view.processors
     if processors is not policy._idle[0]:
-        for _, kind, b, q, _, available, _, _ in processors:
-            if b > 0.0 or q != 0.0 or not available or kind == "cloud":
+        for p in processors:
+            if p.busy_until_ms > 0.0 or p.queued_ms != 0.0 or not p.available or p.kind == "cloud":
                 return None
         policy._idle = (processors, _processor_table(processors, now_ms))
     estimator = view.estimator
     est = estimator.ema_table().get if type(estimator) is LatencyEstimator else None
     names = policy._idle[1].names   # type: ignore[union-attr]  # set above
-    model, allowed = req[1], req[7]
+    model, allowed = req.model, req.allowed
     best, best_ms = -1, _INF
     for i, name in enumerate(names):   # _row's lookups, inline
         ms = est((model, name)) if est is not None else estimator.expected_ms(model, name)
@@ -51,7 +51,7 @@ def best_effort(policy: EdgertPolicy, req: RequestView, view: SchedulerView, now
     held = policy.plan.reserved.get(names[best]) if policy.use_plan else None
     if held is not None and held[0] != model:
         return None   # another stream reserved it: _idle_choice may leave it to that one
-    return [_new(Assignment, (req[0], names[best], ""))]
+    return [Assignment(req.id, names[best])]
 
 def lone(policy: EdgertPolicy, req: RequestView, procs: Processors, estimator: LatencyModel,
          now_ms: float) -> list[Assignment] | None:
@@ -62,14 +62,14 @@ def lone(policy: EdgertPolicy, req: RequestView, procs: Processors, estimator: L
     (a sync caller's every request comes here: issue 29); ``tests/scheduler/test_edgert_lone.py`` pins
     the two together over random snapshots.
     """
-    names, ready, is_cloud = procs[0], procs[1], procs[2]
+    names, ready, is_cloud = procs.names, procs.ready, procs.is_cloud
     if True in is_cloud:
         return None
     fates = policy.plan.fates if policy.use_plan else None
-    seen = -1 if fates is None else fates.get(req[0], -1)   # the fate fixed when it was first seen
+    seen = -1 if fates is None else fates.get(req.id, -1)   # the fate fixed when it was first seen
     if seen == SHED:
         return None
-    model, deadline, allowed = req[1], req[3], req[7]
+    model, deadline, allowed = req.model, req.deadline_ms, req.allowed
     lookup = estimator.ema_table().get if type(estimator) is LatencyEstimator else None
     row = _row(lookup, estimator, model, names)
     if allowed is not None:
@@ -81,7 +81,7 @@ def lone(policy: EdgertPolicy, req: RequestView, procs: Processors, estimator: L
         if fates is not None and seen < 0:
             policy.plan.fate(req)
         return out
-    target, k_local = deadline - req[6], policy.k_local
+    target, k_local = deadline - req.downstream_ms, policy.k_local
     local, local_f, idle, idle_f = -1, _INF, -1, _INF
     for i, ms in row:
         f = (start := ready[i]) + ms
@@ -97,7 +97,7 @@ def lone(policy: EdgertPolicy, req: RequestView, procs: Processors, estimator: L
         if reserved and (held := reserved.get(names[idle])) is not None and held[0] != model \
                 and target - now_ms > 2.0 * held[1]:
             return None   # leave it to the tighter stream that reserved it (_idle_choice)
-        out = [_new(Assignment, (req[0], names[idle], ""))]
+        out = [Assignment(req.id, names[idle])]
     elif ready[local] + k_local * local_ms <= target:
         out = []   # in time after a wait: it stays pending with its claim
     else:

@@ -14,7 +14,6 @@ from typing import Any, NamedTuple
 from scheduler.types import Assignment, LatencyModel, ProcessorView, RequestView
 
 _INF = float("inf")
-_new = tuple.__new__   # a NamedTuple from a ready tuple, without the keyword-handling constructor
 #: a free processor this many times slower than the fastest is taken only when it finishes sooner (no eft_slack)
 _SLOWER = 4.0
 #: how the reason of a request dropped on arrival because the work queued ahead leaves it no time begins
@@ -175,7 +174,7 @@ def _processor_table(processors: Sequence[ProcessorView], now_ms: float) -> Proc
                 free.append(0)
                 slots.append(1)
                 ready.append((b if b > now_ms else now_ms) + queued_ms)
-    return _new(Processors, (names, ready, is_cloud, free, slots, local, cloud_name, cloud_slots))
+    return Processors(names, ready, is_cloud, free, slots, local, cloud_name, cloud_slots)
 
 
 def _row(lookup: Callable[[tuple[str, str]], float | None] | None, estimator: LatencyModel, model: str,

@@ -152,7 +152,6 @@ from scheduler.policies._slots import (
     Processors,
     Work,
     _idle_choice,
-    _new,
     _processor_table,
     _row,
     _slot_ready,
@@ -261,12 +260,12 @@ class EdgertPolicy:
         est = estimator.expected_ms
         idle_procs, idle_table = self._idle
         if processors is idle_procs and idle_table is not None:   # the same all-idle snapshot: only the clock moved
-            names, _, is_cloud, free, *rest = idle_table   # free is counted down within a decision: a copy
-            procs = _new(Processors, (names, [now_ms] * len(names), is_cloud, free[:], *rest))
+            # free is counted down within a decision: a copy
+            procs = idle_table._replace(ready=[now_ms] * len(idle_table.names), free=idle_table.free[:])
         else:
             procs = _processor_table(processors, now_ms)
-            for _, kind, b, q, _, ok, _, _ in processors:   # (a loop, not all() over a generator: per decision)
-                if not (b <= 0.0 and q == 0.0 and ok and kind != "cloud"):
+            for p in processors:   # (a loop, not all() over a generator: per decision)
+                if not (p.busy_until_ms <= 0.0 and p.queued_ms == 0.0 and p.available and p.kind != "cloud"):
                     break
             else:
                 self._idle = (processors, procs)   # ready = now, whatever now: every processor idle
@@ -297,7 +296,7 @@ class EdgertPolicy:
                    estimator.ema_table().get if type(estimator) is LatencyEstimator else None,
                    None if self.green is None or overloaded else self.green)   # the energy objective, if any
         n = len(procs.names)   # the decision's state (see Work), which _place fills
-        work = _new(Work, (procs.ready[:], [], {} if self.supersede else None, [None] * n, [0.0] * n, {}))
+        work = Work(procs.ready[:], [], {} if self.supersede else None, [None] * n, [0.0] * n, {})
         return self._place(ordered, procs, estimator, now_ms, setting, work)
 
     def _place(self, ordered: Sequence[RequestView], procs: Processors, estimator: LatencyModel,
@@ -358,7 +357,7 @@ class EdgertPolicy:
             if placed is not None:
                 placed[stream or model] = (len(out) if start <= now_ms else -1, pick, finish, req)
             if start <= now_ms:
-                out.append(_new(Assignment, (rid, names[pick], "")))   # Assignment(rid, name) without its keywords
+                out.append(Assignment(rid, names[pick]))
         return out
 
     #: the lone-request shortcuts (:mod:`scheduler.policies._lone`), as methods so a test double can switch

@@ -36,7 +36,6 @@ from scheduler.types import Assignment, ProcessorView, SchedulerView
 
 _name = attrgetter("name")
 _available = attrgetter("available")
-_new = tuple.__new__
 _NONE_DOWN: frozenset[str] = frozenset()
 _UNSET: Any = object()
 
@@ -84,7 +83,7 @@ class FixedWorkerPolicy:
         a request goes to the first ranked processor that is available now, so a decision costs a
         dict lookup per request.
         """
-        pending, procs, estimator = view
+        procs, estimator = view.processors, view.estimator
         if procs is not self._procs:   # a new processor snapshot (a driver may pass an unchanged one again)
             self._procs = procs
             names = tuple(map(_name, procs))
@@ -99,16 +98,6 @@ class FixedWorkerPolicy:
         # (an estimator is kept only when it has prior_version: see _renew)
         if estimator is not self._estimator or estimator.prior_version != self._version:  # type: ignore[attr-defined]
             self._renew(estimator)
-        if not self.mapping:   # the common case inline (the simulator decides ~30 times a simulated second):
-            first = self._first   # no allowed list, the model's target known, in time; else the rule below
-            out: list[Assignment] = []
-            for req in pending:   # (req[7] allowed, req[1] model, req[3] deadline_ms, req[0] id)
-                if req[7] is None and (target := first.get(req[1])) is not None and now_ms <= req[3]:
-                    out.append(_new(Assignment, (req[0], target, "")))
-                else:
-                    break
-            else:
-                return out
         return self._each(view, now_ms)
 
     def _each(self, view: SchedulerView, now_ms: float) -> list[Assignment]:
@@ -141,8 +130,8 @@ class FixedWorkerPolicy:
                 append(unsupported(req))
             elif now_ms > req.deadline_ms:   # Band's planner SLO check (past_deadline)
                 append(Assignment.drop(req.id, PAST_DEADLINE))
-            else:   # Assignment(req.id, target), built without the NamedTuple's Python __new__ (hot path)
-                append(_new(Assignment, (req.id, target, "")))
+            else:
+                append(Assignment(req.id, target))
         return out
 
 

@@ -1,11 +1,14 @@
 """The simulator's driver: applies a policy to simulated processors exactly per the driver contract.
 
-The loop, in SimPy's manner (:meth:`Simulation._event_loop`): take the next instant, then at that instant
+The loop is SimPy's (:meth:`Simulation._step`, after ``simpy.Environment.step``): take the next instant,
+then at that instant
 
-1. the completions, FIFO by ``seq`` (:meth:`~Simulation._complete`): a run frees its processor, which
-   starts its queue's head (:meth:`~Simulation._start_run`, the one start step); its firing cascade
-   stages become ready (:meth:`~Simulation._ready_now`), at once or after the app's own gap;
-2. the root arrivals (from the workload's sorted columns);
+1. the events due, in ``(at_ms, priority, seq)`` order (:class:`Event`): a cascade stage that becomes
+   ready after the app's own gap (:data:`STAGE_READY`), then the runs that end (:data:`RUN_END`), FIFO.
+   A run's end (:meth:`~Simulation._run_ends`) teaches the estimator, frees its processor, which starts
+   its queue's head (:meth:`~Simulation._start_run`, the one start step), and makes its firing cascade
+   stages ready (:meth:`~Simulation._stages_after`), at once or after the app's gap;
+2. the root arrivals (from the workload's sorted columns, :class:`RootArrivals`);
 3. one decision, if anything is pending (:meth:`~Simulation._decide`): ``policy.decide(view, now_ms)``
    over the pending requests and the processors' views, applied by :func:`scheduler.contract.apply`
    and swept by :func:`scheduler.contract.sweep_unplaced`, the live runtime's two steps, this driver
@@ -13,10 +16,9 @@ The loop, in SimPy's manner (:meth:`Simulation._event_loop`): take the next inst
    frames of several streams are decided together, and a completion's cascade stages are pending
    when the freed processor is decided on, as in the live runtime.
 
-The heap holds completions, ``(end_ms, seq, request id)``, and the app-side gaps before cascade
-stages (``(ready_ms, -1, -id - 1)``). A run that starts at an instant and takes 0 ms completes at
-that same instant. A decision that breaks the contract stops the run (``ON_BROKEN = OnBroken.RAISE``:
-the live runtime drops instead; :mod:`scheduler.contract` says why).
+A run that starts at an instant and takes 0 ms completes at that same instant. A decision that breaks
+the contract stops the run (``ON_BROKEN = OnBroken.RAISE``: the live runtime drops instead;
+:mod:`scheduler.contract` says why).
 
 Latency model (:mod:`~scheduler.sim.latency`): each run's time is the profile's latency times a
 seeded log-normal factor (plus the cloud's transfer), and a hand-off delay (``dispatch_ms``) may pass
@@ -26,7 +28,7 @@ the device and divides the run time by the processor's speed (:meth:`scheduler.s
 
 A :class:`ProcessorView` is :func:`scheduler.contract.processor_view`, as the live runtime's. The
 estimator the policy sees is a :class:`LatencyEstimator` seeded from the profile means (and the
-cloud's expected latency) and updated by EMA with every simulated run.
+cloud's expected latency) and updated (:meth:`LatencyEstimator.update`) with every simulated run.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import difflib
 import math
 from collections.abc import Callable, Sequence
 from heapq import heappop, heappush
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -49,13 +51,58 @@ from scheduler.sim.latency import bind_latencies, hand_offs, latency_table, make
 from scheduler.sim.memory import fit_memory
 from scheduler.sim.metrics import Outcome, outcome_of
 from scheduler.sim.processor import SimProcessor
-from scheduler.types import Policy, ProcessorView, RequestView, SchedulerView
+from scheduler.types import Policy, RequestView, SchedulerView
 
 #: A broken decision stops a simulated run (the live runtime drops the request instead): see scheduler.contract
 ON_BROKEN = OnBroken.RAISE
 
-_NAN = math.nan
-_new = tuple.__new__   # RequestView / SchedulerView built in C (see scheduler.sim._views)
+#: Event priorities at one instant (SimPy's ``URGENT`` / ``NORMAL``): a cascade stage whose app-side gap is
+#: over becomes ready before the runs that end at that instant are handled.
+STAGE_READY, RUN_END = 0, 1
+
+
+class Event(NamedTuple):
+    """A heap entry: at ``at_ms``, ``request``'s run ends (``RUN_END``) or, after the app's own gap, the
+    cascade stage ``request`` becomes ready (``STAGE_READY``). Ordered as SimPy orders its queue,
+    ``(time, priority, seq)``: ``seq`` counts the events pushed, so one instant's events are FIFO."""
+
+    at_ms: float
+    priority: int
+    seq: int
+    request: int
+
+
+class RequestColumns(NamedTuple):
+    """What a request's :class:`RequestView` is built from, each a list by request id."""
+
+    model: list[str]
+    stream: list[str]
+    frame: list[int]
+    deadline_ms: list[float]
+    downstream_ms: list[float]
+
+
+class RootArrivals:
+    """The workload's root arrivals, instant by instant (its sorted columns, read once)."""
+
+    __slots__ = ("_t_ms", "_ids", "_next")
+
+    def __init__(self, workload: Workload) -> None:
+        self._t_ms, self._ids = root_arrivals(workload)   # in arrival order; the times end with inf
+        self._next = 0
+
+    def next_ms(self) -> float:
+        """When the next root requests arrive (ms; inf when none is left)."""
+        return self._t_ms[self._next]
+
+    def take(self) -> list[int]:
+        """The ids of every request arriving at :meth:`next_ms`, in id order; the instant is consumed."""
+        t_ms, i = self._t_ms, self._next
+        j = i + 1
+        while t_ms[j] == t_ms[i]:
+            j += 1
+        self._next = j
+        return self._ids[i:j]
 
 
 def _firing_children(wl: Workload) -> list[list[int] | None]:
@@ -86,8 +133,8 @@ class Simulation:
     __slots__ = ("_hand", "_no_hand", "_gap", "workload", "profile", "policy", "policy_name", "on_broken",
                  "processors", "by_name", "refused", "estimator", "_cands", "_downstream", "heat", "now_ms",
                  "decisions", "events", "_out", "_ready", "_start", "_end", "_dropped", "_proc", "_reasons", "_done",
-                 "_children", "_pending", "_heap", "_seq", "_mcode", "_cols", "_ema", "_alpha", "_views", "_pviews",
-                 "_unplaced", "_groups_done", "_start_a", "_end_a", "_where")
+                 "_children", "_pending", "_heap", "_seq", "_mcode", "_cols", "_expected", "_views", "_pviews",
+                 "_unplaced", "_groups_done", "_start_a", "_end_a", "_where", "_on_tick", "_tick_every")
 
     def __init__(self, workload: Workload, profile: DeviceProfile, policy: Policy, *, seed: int = 0,
                  noise: float = 0.1, cloud_noise: float = 0.2, offload: bool = True, cloud_slots: int = 4,
@@ -151,33 +198,12 @@ class Simulation:
             EdgeRTError: the policy named a request that is not pending, or placed one on a processor
                 that does not exist or cannot run it (a policy bug; never silently fixed up).
         """
-        n = len(self.workload)
-        wl = self.workload
-        self._ready = [_NAN] * n
-        self._start = [_NAN] * n
-        self._end = [_NAN] * n
-        self._dropped = bytearray(n)   # 1 = dropped; a request that ran is ok or late by its end
-        self._proc: list[Any] = [None] * n   # by request id: the SimProcessor it ran on (None: it never ran)
-        self._reasons: dict[int, str] = {}
-        self._done: list[int] = []
-        self._children = _firing_children(wl)
-        self._pending: dict[int, RequestView] = {}
-        self._heap: list[tuple[float, int, int]] = []   # completions: (end ms, seq, request id)
-        self._seq = 0                                     # completions at one end time complete in start order
-        self._mcode: list[int] = wl.model.tolist()        # by request id: its model's code
-        # by request id: the fields of its RequestView (model, stream, frame, deadline ms, downstream ms)
-        self._cols = (np.array(wl.models, object)[wl.model].tolist(), np.array(wl.streams, object)[wl.stream].tolist(),
-                      wl.frame.tolist(), (wl.t_ms + wl.slo_ms).tolist(), self._downstream)
-        self._ema, self._alpha = self.estimator.ema_table(), self.estimator.alpha   # updated in place by each run
-        self._views = [p.idle_view for p in self.processors]
-        self._pviews = tuple(self._views)
-        self._unplaced = left_unplaced(self.policy_name)
-        for p in self.processors:
-            p.view = p.idle_view
-        self._groups_done = 0
-        self.decisions = 0
+        self._reset()
+        self._on_tick, self._tick_every = on_tick, tick_every
+        arrivals = RootArrivals(self.workload)
         try:
-            self._event_loop(on_tick, tick_every)
+            while (now := self._next_instant(arrivals)) != math.inf:
+                self._step(now, arrivals)
         except Exception as exc:
             exc.add_note(f"raised at simulated t = {self.now_ms:.3f} ms")
             raise
@@ -185,95 +211,116 @@ class Simulation:
             raise EdgeRTError(f"{len(self._pending)} request(s) still pending when the simulation ran out of events")
         self._tally()
 
-    def _event_loop(self, on_tick: Callable[[float], None] | None, tick_every: int) -> None:
-        """Every event in ``(time, priority, seq)`` order: at each instant the completions (:meth:`_complete`), the
-        root arrivals (:meth:`_ready_now`), then one decision if anything is pending (:meth:`_decide`)."""
-        heap, pending, inf = self._heap, self._pending, math.inf
-        root_t, root_ids = root_arrivals(self.workload)   # in arrival order; root_t ends with inf
-        ri = groups = decisions = 0
-        now = at = 0.0   # at: the last instant (now is inf at the end)
-        try:   # (the counters live in locals while running: written back below, also on an exception)
-            while True:
-                ta = root_t[ri]   # the next root arrival
-                now = heap[0][0] if heap and heap[0][0] < ta else ta
-                if now == inf:
-                    break
-                at = now
-                while heap and heap[0][0] == now:   # priority 0: completions at this instant, FIFO
-                    self._complete(heappop(heap)[2], now)
-                if ta == now:   # priority 1: root arrivals at this instant
-                    rj = ri + 1
-                    while root_t[rj] == now:
-                        rj += 1
-                    self._ready_now(root_ids[ri:rj], now)
-                    ri = rj
-                    groups += 1
-                    if on_tick is not None and groups % tick_every == 0:
-                        on_tick(now)
-                if pending:   # priority 2: one decision for the instant
-                    decisions += 1
-                    self._decide(now)
-        finally:
-            self.now_ms, self.decisions, self._groups_done = at, decisions, groups
+    def _reset(self) -> None:
+        """Every request not yet ready (its times NaN), every processor idle, no event due."""
+        wl = self.workload
+        n = len(wl)
+        self._ready = [math.nan] * n
+        self._start = [math.nan] * n
+        self._end = [math.nan] * n
+        self._dropped = bytearray(n)   # 1 = dropped; a request that ran is ok or late by its end
+        self._proc: list[Any] = [None] * n   # by request id: the SimProcessor it ran on (None: it never ran)
+        self._reasons: dict[int, str] = {}
+        self._done: list[int] = []
+        self._children = _firing_children(wl)
+        self._pending: dict[int, RequestView] = {}
+        self._heap: list[Event] = []
+        self._seq = 0
+        self._mcode: list[int] = wl.model.tolist()        # by request id: its model's code
+        self._cols = RequestColumns(np.array(wl.models, object)[wl.model].tolist(),
+                                    np.array(wl.streams, object)[wl.stream].tolist(),
+                                    wl.frame.tolist(), (wl.t_ms + wl.slo_ms).tolist(), self._downstream)
+        self._expected = self.estimator.ema_table()   # read by the processors' views
+        self._views = [p.idle_view for p in self.processors]
+        self._pviews = tuple(self._views)
+        self._unplaced = left_unplaced(self.policy_name)
+        for p in self.processors:
+            p.view = p.idle_view
+        self._groups_done = 0
+        self.decisions = 0
+        self.now_ms = 0.0
+
+    def _next_instant(self, arrivals: RootArrivals) -> float:
+        """When the next event is due or the next root requests arrive, whichever is first (ms; inf: the end)."""
+        t_ms = arrivals.next_ms()
+        if self._heap and self._heap[0].at_ms < t_ms:
+            return self._heap[0].at_ms
+        return t_ms
+
+    def _step(self, now: float, arrivals: RootArrivals) -> None:
+        """Everything that happens at instant ``now``, in SimPy's order: the events due, the root arrivals,
+        then one decision over whatever is pending."""
+        self.now_ms = now
+        heap = self._heap
+        while heap and heap[0].at_ms == now:
+            event = heappop(heap)
+            if event.priority == RUN_END:
+                self._run_ends(event.request, now)
+            else:
+                self._ready_now((event.request,), now)
+        if arrivals.next_ms() == now:
+            self._ready_now(arrivals.take(), now)
+            self._groups_done += 1
+            if self._on_tick is not None and self._groups_done % self._tick_every == 0:
+                self._on_tick(now)
+        if self._pending:
+            self.decisions += 1
+            self._decide(now)
+
+    def _push(self, at_ms: float, priority: int, rid: int) -> None:
+        """An event for request ``rid`` at ``at_ms``, after those already due then."""
+        self._seq += 1
+        heappush(self._heap, Event(at_ms, priority, self._seq, rid))
 
     def _ready_now(self, rids: Sequence[int], now: float) -> None:
         """Requests ``rids`` arrive (or, cascade stages, become ready): pending from ``now``, in order."""
-        model, stream, frame, deadline, down = self._cols
-        ready, pending = self._ready, self._pending
+        cols = self._cols
         for rid in rids:
-            ready[rid] = now
-            pending[rid] = _new(RequestView, (rid, model[rid], now, deadline[rid], stream[rid], frame[rid], down[rid],
-                                              None))
+            self._ready[rid] = now
+            self._pending[rid] = RequestView(rid, cols.model[rid], now, cols.deadline_ms[rid], cols.stream[rid],
+                                             cols.frame[rid], cols.downstream_ms[rid])
 
-    def _complete(self, rid: int, now: float) -> None:
-        """A heap event at ``now``: request ``rid``'s run ends (its processor starts the head of its FIFO queue, its
-        firing cascade stages become ready), or (``rid`` < 0) the app-side gap before stage ``-rid - 1`` is over."""
-        if rid < 0:
-            self._ready_now((-rid - 1,), now)
-            return
+    def _run_ends(self, rid: int, now: float) -> None:
+        """Request ``rid``'s run ends at ``now``: the estimator learns its time, its processor starts the head of
+        its FIFO queue, and its firing cascade stages become ready."""
         p = self._proc[rid]
         p.running.remove(rid)
-        ema = self._ema   # the estimator learns the run (inline: LatencyEstimator.update's EMA on its table)
-        old = ema[k := p.keys[self._mcode[rid]]]
-        ema[k] = old + self._alpha * (now - self._start[rid] - old)
+        self.estimator.update(self._cols.model[rid], p.name, now - self._start[rid])
         self._end[rid] = now
         self._done.append(rid)
-        if queue := p.queue:   # take the head of the queue
-            q = queue.popleft()
-            qc = p.qcount
-            if qc[m := self._mcode[q]] == 1:
-                del qc[m]
-            else:
-                qc[m] -= 1
-            self._start_run(p, q, now)
+        if p.queue:
+            self._start_run(p, p.dequeue(self._mcode), now)
         p.view = None   # changed: rebuilt before the next decision
+        self._stages_after(rid, now)
+
+    def _stages_after(self, rid: int, now: float) -> None:
+        """The cascade stages that fire after ``rid`` (ended at ``now``) become ready: at once, or after the
+        app's own work before it submits each (an event then)."""
         kids = self._children[rid]
-        if kids is not None:
-            gap = self._gap
-            if gap is None:
-                self._ready_now(kids, now)
-                return
-            for c in kids:
-                if gap[c] > 0.0:   # ready after the app's own work: an event then
-                    heappush(self._heap, (now + gap[c], -1, -c - 1))
-                else:
-                    self._ready_now((c,), now)
+        if kids is None:
+            return
+        if self._gap is None:
+            self._ready_now(kids, now)
+            return
+        for c in kids:
+            if self._gap[c] > 0.0:
+                self._push(now + self._gap[c], STAGE_READY, c)
+            else:
+                self._ready_now((c,), now)
 
     def _start_run(self, p: SimProcessor, rid: int, now: float) -> None:
-        """The start step: ``p`` runs ``rid`` from ``now`` plus its hand-off delay, for its drawn time (the profile's
-        mean x the request's factor + the extra, :mod:`~scheduler.sim.latency`; under the heat model at the
-        speed in force, :meth:`Heat.start`); its completion goes on the heap."""
+        """The start step: ``p`` runs ``rid`` from ``now`` plus its hand-off delay, for its drawn time
+        (:meth:`RunTimes.run_ms <scheduler.sim.processor.RunTimes.run_ms>`; under the heat model at the speed in
+        force, :meth:`Heat.start`); its end goes on the heap."""
         m = self._mcode[rid]
-        lat = p.lat[m]
-        ms = lat[0] * lat[2][rid] + lat[1]   # type: ignore[index]  # (placed only where supported)
+        ms = p.run_times[m].run_ms(rid)   # type: ignore[union-attr]  # (placed only where supported)
         if self.heat is not None:
             ms = self.heat.start(p.index, m, ms, now)
         s = now if self._no_hand else now + self._hand[rid]   # (now + 0.0 is now: no float made)
         self._start[rid] = s
         self._proc[rid] = p
         p.running.append(rid)
-        self._seq += 1
-        heappush(self._heap, (s + ms, self._seq, rid))
+        self._push(s + ms, RUN_END, rid)
 
     def _decide(self, now: float) -> None:
         """One policy decision over the pending requests and the processors' views (rebuilt where changed), applied
@@ -281,14 +328,15 @@ class Simulation:
         views, changed = self._views, False
         for p in self.processors:
             if p.view is None:   # changed since the last decision (an idle processor's view is the one built ahead)
-                p.view = v = p.make_view(self._start, self._mcode, self._ema) if p.running or p.queue else p.idle_view
+                p.view = v = p.make_view(self._start, self._mcode, self._expected) if p.running or p.queue \
+                    else p.idle_view
                 if v is not views[p.index]:
                     views[p.index] = v
                     changed = True
         if changed:   # else the same snapshot again: no new tuple, and a policy that caches by its identity keeps it
             self._pviews = tuple(views)
         pending = self._pending
-        view = _new(SchedulerView, (tuple(pending.values()), self._pviews, self.estimator))
+        view = SchedulerView(tuple(pending.values()), self._pviews, self.estimator)
         apply(self, pending, self.policy.decide(view, now), now)
         if pending:
             sweep_unplaced(self, pending, now)
@@ -296,27 +344,23 @@ class Simulation:
     # ---- the driver interface (scheduler.contract.Driver) ----------------------------------------
     def can_run(self, p: SimProcessor, req: RequestView) -> bool:
         """``p`` supports ``req``'s model (and holds it in memory)."""
-        return p.lat[self._mcode[req[0]]] is not None   # (req[0]: req.id without a descriptor lookup)
+        return p.run_times[self._mcode[req.id]] is not None
 
     def place(self, req: RequestView, p: SimProcessor, now_ms: float) -> None:
         """``req`` joins ``p``'s FIFO queue: started now when ``p`` is free."""
-        rid = req[0]   # req.id
         if p.is_idle():
-            self._start_run(p, rid, now_ms)
+            self._start_run(p, req.id, now_ms)
         else:
-            p.queue.append(rid)
-            qc = p.qcount
-            m = self._mcode[rid]
-            qc[m] = qc.get(m, 0) + 1
+            p.enqueue(req.id, self._mcode[req.id])
         p.view = None   # changed: rebuilt before the next decision
 
     def drop(self, req: RequestView, reason: str, now_ms: float) -> None:
         """Drop ``req`` saying ``reason`` (and every cascade stage downstream of it)."""
-        self._drop(req[0], reason, now_ms)   # req.id
+        self._drop(req.id, reason, now_ms)
 
     def candidates(self, req: RequestView) -> Sequence[SimProcessor]:
         """The processors that support ``req``'s model."""
-        return self._cands[self._mcode[req[0]]]   # req.id
+        return self._cands[self._mcode[req.id]]
 
     def unplaced(self, req: RequestView, able: Sequence[SimProcessor], now_ms: float) -> str:
         """:func:`scheduler.contract.left_unplaced`."""
@@ -329,7 +373,7 @@ class Simulation:
         stack = [(rid, reason)]
         while stack:
             rid, reason = stack.pop()
-            if self._ready[rid] != self._ready[rid]:   # NaN: a cascade stage dropped with its upstream, never ready
+            if math.isnan(self._ready[rid]):   # a cascade stage dropped with its upstream, never ready
                 self._ready[rid] = now
             self._dropped[rid] = 1
             self._reasons[rid] = reason

@@ -22,9 +22,8 @@ is mostly a fraction of a ms with a tail of a few ms (the thread waits for the
 GIL or the host's scheduler), and the tail is what moves a short model's median.
 
 :func:`bind_latencies` stores the model on each :class:`SimProcessor` as
-``lat[model code] = (mean_ms, extra_ms, factors by request id)``; the driver's
-one start step (``Simulation.run``) computes a run's time as
-``mean_ms * factor + extra_ms``.
+``run_times[model code] =`` :class:`~scheduler.sim.processor.RunTimes`; the
+driver's one start step asks it for a run's time (``mean_ms * factor + extra_ms``).
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from scheduler.profile import CloudSpec, DeviceProfile
-from scheduler.sim.processor import SimProcessor
+from scheduler.sim.processor import RunTimes, SimProcessor
 
 _Z90 = 1.2815515655446004   # standard normal 90th percentile
 
@@ -108,14 +107,14 @@ def latency_table(profile: DeviceProfile, procs: Sequence[SimProcessor], noise: 
 def bind_latencies(procs: Sequence[SimProcessor], lat: LatencyTable, models: Sequence[str], seed: int,
                    n: int) -> None:
     """Store each processor's run-time model by model code (``models``' order) for ``n`` requests:
-    ``p.lat[code] = (mean_ms, extra_ms, factor by request id)`` (None: it cannot run that model) and
+    ``p.run_times[code]``, a :class:`RunTimes` (None: it cannot run that model), and
     ``p.keys[code]``, the estimator's key. One standard-normal draw per request, shared by every pair."""
     code = {m: i for i, m in enumerate(models)}
     by_name = {p.name: p for p in procs}
     z = np.random.default_rng([seed, 4]).standard_normal(n)
     factors: dict[float, list[float]] = {}
     for p in procs:
-        p.lat = [None] * len(models)
+        p.run_times = [None] * len(models)
         p.keys = [(m, p.name) for m in models]
     for (model, pname), (mean, sigma, extra) in lat.items():
         if model not in code:
@@ -123,4 +122,4 @@ def bind_latencies(procs: Sequence[SimProcessor], lat: LatencyTable, models: Seq
         f = factors.get(sigma)
         if f is None:
             f = factors[sigma] = np.exp(sigma * z - 0.5 * sigma * sigma).tolist()
-        by_name[pname].lat[code[model]] = (mean, extra, f)
+        by_name[pname].run_times[code[model]] = RunTimes(mean, extra, f)

@@ -3,16 +3,32 @@
 from __future__ import annotations
 
 from collections import deque
+from typing import NamedTuple
 
 from scheduler.contract import processor_view
 from scheduler.types import ProcessorView
+
+
+class RunTimes(NamedTuple):
+    """How long one model's runs take on one processor (:mod:`scheduler.sim.latency` draws them)."""
+
+    #: the profile's mean (or median) latency, scaled by each request's noise factor (ms)
+    mean_ms: float
+    #: added unscaled: the cloud's transfer over the link (ms; 0 on a local processor)
+    extra_ms: float
+    #: by request id: its seeded log-normal factor (mean 1)
+    factors: list[float]
+
+    def run_ms(self, rid: int) -> float:
+        """Request ``rid``'s run time here (ms), at full speed."""
+        return self.mean_ms * self.factors[rid] + self.extra_ms
 
 
 class SimProcessor:
     """A simulated processor: a FIFO queue of request ids, ``slots`` parallel runs (1 except for the cloud)."""
 
     __slots__ = ("name", "kind", "index", "slots", "running", "queue", "qcount", "view", "idle_view",
-                 "busy_ms", "n_runs", "lat", "keys")
+                 "busy_ms", "n_runs", "run_times", "keys")
 
     def __init__(self, name: str, kind: str, slots: int = 1, index: int = 0) -> None:
         self.name = name
@@ -27,8 +43,8 @@ class SimProcessor:
         self.idle_view = processor_view(name, kind, slots, (), 0.0, 0, True)
         self.busy_ms = 0.0
         self.n_runs = 0
-        #: by model code: (mean_ms, extra_ms, per-request noise factors by request id), None if unsupported
-        self.lat: list[tuple[float, float, list[float]] | None] = []
+        #: by model code: how long its runs take here, None if unsupported
+        self.run_times: list[RunTimes | None] = []
         #: by model code: the estimator key ``(model, name)`` of this processor
         self.keys: list[tuple[str, str]] = []
 
@@ -47,6 +63,21 @@ class SimProcessor:
             queued += k * ema[keys[m]]
         ends = [start_ms[r] + ema[keys[mcode[r]]] for r in self.running]
         return processor_view(self.name, self.kind, self.slots, ends, queued, len(queue), True)
+
+    def enqueue(self, rid: int, model: int) -> None:
+        """Request ``rid`` (of model code ``model``) joins the back of the queue."""
+        self.queue.append(rid)
+        self.qcount[model] = self.qcount.get(model, 0) + 1
+
+    def dequeue(self, mcode: list[int]) -> int:
+        """Take the head of the (non-empty) queue; ``mcode``: model code by request id."""
+        rid = self.queue.popleft()
+        model = mcode[rid]
+        if self.qcount[model] == 1:
+            del self.qcount[model]
+        else:
+            self.qcount[model] -= 1
+        return rid
 
     def is_idle(self) -> bool:
         """A free slot and nothing queued: a request placed on it starts now."""

@@ -7,7 +7,8 @@ import os
 import pytest
 
 from delegates import registry
-from delegates._native import capture_native_stderr, find_library
+from delegates._libraries import find_library
+from delegates._native_capture import capture_native_stderr
 from delegates.litert_accel import ExternalDelegate
 from edgert.errors import ConfigError, DelegateUnavailable
 

@@ -138,7 +138,7 @@ def test_a_completed_result_and_its_record_carry_every_field(model_dir):
     assert (rec.model, rec.status, rec.processor, rec.frame, rec.reason) == ("tiny", "ok", "cpu0", f.index, "")
 
 
-def test_the_hot_path_constructor_builds_the_same_frozen_result():
+def test_completed_builds_the_same_frozen_result():
     from dataclasses import FrozenInstanceError
 
     from edgert._core._result import Result, completed
