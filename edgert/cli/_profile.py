@@ -3,7 +3,7 @@ and ``edgert profile --from-trace T.jsonl -o profile.json``.
 
 ``--from-trace`` writes this host's profile from a live run's trace (the
 requests' service times, p50 / p90 per model and processor: what the
-simulator needs to replay that trace here; see :func:`edgert._core._trace.host_profile`).
+simulator needs to replay that trace here; see :func:`edgert._replay.host_profile`).
 
 Measures every model on every delegate path that can take its format (or on
 the ``--delegates`` named), warm-up then N timed runs per pair, and writes
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _from_trace(args: argparse.Namespace) -> int:
-    from edgert._core._trace import host_profile, read_outcomes  # noqa: PLC0415
+    from edgert._replay import host_profile, read_outcomes  # noqa: PLC0415
 
     if args.models:
         raise ValueError("give either MODEL files or --from-trace, not both")

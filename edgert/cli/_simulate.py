@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from edgert._core._trace import live_figures, read_outcomes  # noqa: PLC0415
+    from edgert._replay import live_figures, read_outcomes  # noqa: PLC0415
     from edgert.sweep import sim_config  # noqa: PLC0415
     from scheduler.sim import run_simulation  # noqa: PLC0415
 
@@ -167,7 +167,7 @@ def _fmt(v: Any, pct: bool = False) -> str:
 
 def _print_summary(s: dict[str, Any], cfg: Any) -> None:
     """The summary as plain tables that fit the terminal (80 columns included) and read the same piped."""
-    from edgert.cli._table import Column, render  # noqa: PLC0415
+    from edgert.tables import Column, render  # noqa: PLC0415
 
     title = (f"{s['workload']} on {s['device']} | scheduler {s['scheduler']} | load {cfg.load} | seed {cfg.seed}"
              + (f" | burst {cfg.burst.start_s}:{cfg.burst.duration_s}:{cfg.burst.factor}" if cfg.burst else ""))
@@ -219,7 +219,7 @@ MIN_P50_N = 20
 
 def _print_comparison(s: dict[str, Any], live: dict[str, tuple[int, float, float | None]]) -> None:
     """Live (the trace's recorded outcomes) vs this replay, per model: deadline-met and p50."""
-    from edgert.cli._table import Column, render  # noqa: PLC0415
+    from edgert.tables import Column, render  # noqa: PLC0415
 
     cols = [Column("model", "<", wrap=True), Column("n"), Column("met live"), Column("met sim"), Column("d pt"),
             Column("p50 live"), Column("p50 sim"), Column("d p50")]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import edgert
-from edgert._core._trace import handoff_samples, host_profile, live_figures, read_outcomes
+from edgert._replay import handoff_samples, host_profile, live_figures, read_outcomes
 from edgert.cli import main
 from edgert.testing import genmodels
 from scheduler.sim.trace import read_trace
