@@ -130,6 +130,24 @@ def host_profile(outcomes: list[Outcome], name: str = "this-host", source: str =
                  "latency_p90_ms/*": "measured on this host: p90 of the same"})
 
 
+def never_ran(outcomes: list[Outcome]) -> dict[str, str]:
+    """The models none of whose requests ran on this host's processors (every one dropped or failed, as a
+    stream that was shed throughout an overload), each with one line saying so: nothing of its run time
+    was measured, so :func:`host_profile` has no latency for it."""
+    by: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        by.setdefault(o.model, []).append(o)
+    out: dict[str, str] = {}
+    for model, os_ in sorted(by.items()):
+        if any(o.status in ("ok", "late") and o.processor and o.processor != "cloud" for o in os_):
+            continue
+        counts = ", ".join(f"{sum(o.status == s for o in os_)} {s}" for s in sorted({o.status for o in os_}))
+        reason = next((o.reason for o in os_ if o.reason), "")
+        out[model] = (f"model {model!r}: none of its {len(os_)} live requests ran on this host ({counts}"
+                      + (f"; first reason: {reason}" if reason else "") + "), so nothing of its run time was measured")
+    return out
+
+
 def handoff_samples(outcomes: list[Outcome]) -> tuple[float, ...]:
     """Hand-off delays of a live run (ms): start minus arrival of each request that found its processor
     free (its previous run had ended), i.e. thread wake-up and the GIL with no queueing in it; the

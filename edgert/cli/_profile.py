@@ -102,15 +102,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _from_trace(args: argparse.Namespace) -> int:
-    from edgert._replay import host_profile, read_outcomes  # noqa: PLC0415
+    from edgert._replay import host_profile, never_ran, read_outcomes  # noqa: PLC0415
 
     if args.models:
         raise ValueError("give either MODEL files or --from-trace, not both")
-    prof = host_profile(read_outcomes(args.from_trace), name=args.name or "this-host",
-                        source=f"the live run of {args.from_trace.name}")
+    live = read_outcomes(args.from_trace)
+    prof = host_profile(live, name=args.name or "this-host", source=f"the live run of {args.from_trace.name}")
     for m in prof.models:
         row = "  ".join(f"{p} {v:.2f}" for p, v in prof.latency_ms[m].items())
         print(f"  {m:28} p50 ms: {row}")
+    for line in never_ran(live).values():   # a stream shed throughout an overload: named, not silently left out
+        print(f"  left out: {line}; measure it with `edgert profile MODEL_FILE` or give its latency_ms by hand")
     prof.save(args.output)
     print(f"wrote {args.output}: {len(prof.models)} model(s) on {', '.join(p.name for p in prof.processors)}")
     return 0

@@ -83,6 +83,7 @@ def _run(args: argparse.Namespace) -> int:
 
     _check_size(args)
     live = read_outcomes(args.trace) if args.trace else []
+    _check_never_ran(live, args.device)
     # the one builder `edgert sweep` uses too: a sweep cell and this command give the same figures
     cfg = sim_config(scenario=args.scenario, trace=args.trace, device=args.device, scheduler=args.scheduler,
                      objective=args.objective, load=args.load, duration_s=args.duration, seed=args.seed,
@@ -109,6 +110,27 @@ def _run(args: argparse.Namespace) -> int:
         if path:
             print(f"wrote {what}: {path}")
     return 0
+
+
+def _check_never_ran(live: list[Any], device: str) -> None:
+    """Refuse, in one line naming it, a trace model that never ran live and that the profile has no latency for
+    (``edgert profile --from-trace`` could measure nothing of it), rather than the simulator's generic refusal.
+
+    Raises:
+        ConfigError: such a model, with what the live run did with its requests and the fix.
+    """
+    from edgert._replay import never_ran  # noqa: PLC0415
+    from scheduler.sim import load_profile  # noqa: PLC0415
+
+    unmeasured = never_ran(live)
+    if not unmeasured:
+        return
+    prof = load_profile(device)
+    cloud = prof.cloud.latency_ms if prof.cloud is not None else {}
+    missing = [line for model, line in unmeasured.items() if model not in prof.latency_ms and model not in cloud]
+    if missing:
+        raise ConfigError(f"device profile {prof.name!r} has no latency for a model of the trace: {missing[0]}; "
+                          "measure it with `edgert profile MODEL_FILE` or give its latency_ms in the profile")
 
 
 def _check_size(args: argparse.Namespace) -> None:
