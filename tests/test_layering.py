@@ -309,3 +309,16 @@ def test_no_compiled_module_is_older_than_its_source():
              if so.with_name(so.name.split(".")[0] + ".py").exists()
              and so.stat().st_mtime < so.with_name(so.name.split(".")[0] + ".py").stat().st_mtime]
     assert stale == [], "rebuild (python tools/compile.py) or remove (python tools/compile.py --clean) these"
+
+
+def test_the_apps_import_only_public_edgert_names():
+    """An app is written against edgert's public surface: no module or name whose path has a private part."""
+    private = []
+    for path in sorted((ROOT / "apps").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) and node.module
+                     else [])
+            private += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names
+                        if n.split(".")[0] == "edgert" and any(part.startswith("_") for part in n.split("."))]
+    assert private == []
