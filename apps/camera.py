@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from edgert._extras import require
+from edgert.extras import require
 from edgert.errors import ConfigError
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp")

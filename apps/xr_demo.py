@@ -46,8 +46,8 @@ from apps.xr import FrameResult, Pipelines
 from apps.xr.stages import describe
 from apps.xr_demo_media import ShowWriter, write_snapshot
 from apps.xr_demo_report import cloud_report, failure_reasons, reason_examples, report_text, summarize
-from edgert._extras import require
-from edgert.cli._table import width
+from edgert.extras import require
+from edgert.tables import width
 
 CAMERA_FPS = 30.0
 

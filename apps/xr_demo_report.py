@@ -1,6 +1,6 @@
 """What ``edgert run xr-demo`` prints and writes: the summary, its two tables, failure reasons, the cloud.
 
-Plain text from :func:`edgert.cli._table.render`, so the same tables fit an
+Plain text from :func:`edgert.tables.render`, so the same tables fit an
 80-column terminal, a wide one and a pipe (names wrap at ``_``, figures are
 never cut). Times are in ms throughout.
 
@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from edgert.cli._table import Column, render
+from edgert.tables import Column, render
 from scheduler.timeline import RequestRecord
 
 #: Statuses whose record carries a reason worth counting.

@@ -14,7 +14,7 @@ group of ready invocations of one cell as one request through an
 other models.
 """
 
-from edgert._extras import require as _require
+from edgert.extras import require as _require
 
 _require("onnx", "recursion (tree models build their cells as ONNX graphs)")
 del _require

@@ -87,28 +87,6 @@ class Tree:
         """The words of the leaves, left to right (post-order keeps leaf order)."""
         return [w for w in self.words if w is not None]
 
-    def int_labels(self) -> np.ndarray:
-        """int64 [n]: labels as integers (SST sentiment 0–4); raises InputError if not numeric."""
-        try:
-            return np.array([int(x) for x in self.labels], dtype=np.int64)
-        except ValueError as exc:
-            raise InputError(f"tree labels are not all integers: {sorted(set(self.labels))[:5]}") from exc
-
-    def to_ptb(self) -> str:
-        """Serialise to one line of PTB brackets (no recursion); ``parse_ptb`` reads it back.
-
-        An unlabelled leaf is written ``(word)`` so that it can never be read
-        as the label of an unlabelled parent.
-        """
-        text: list[str] = [""] * len(self)
-        for i in range(len(self)):
-            head = f"({self.labels[i]} " if self.labels[i] else "("
-            if self.words[i] is not None:
-                text[i] = f"{head}{self.words[i]})"
-            else:
-                text[i] = head + " ".join(text[c] for c in self.children(i)) + ")"
-        return text[-1]
-
     @classmethod
     def from_children(
         cls,

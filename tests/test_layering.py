@@ -176,12 +176,108 @@ def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_nothing_reads_cpythons_private_future_callbacks():
-    readers = [str(p.relative_to(ROOT)) for p in _product_files()
-               if any(isinstance(n, ast.Attribute) and n.attr == "_done_callbacks" or
-                      isinstance(n, ast.Constant) and n.value == "_done_callbacks"
-                      for n in ast.walk(ast.parse(p.read_text())))]
-    assert readers == []
+#: Private attributes of ONNX Runtime and CPython that the product must not touch, read as an attribute or named
+#: in a string (``getattr(x, "_sess")``): ``InferenceSession._sess``, ``Future._done_callbacks`` (and, below,
+#: ``subprocess._active``: a name common enough to be checked on its module only).
+PRIVATE_ATTRIBUTES = frozenset({"_sess", "_done_callbacks"})
+#: Calls that start a process, looked for in a function registered with ``atexit``.
+SPAWNS = frozenset({"Popen", "run", "call", "check_call", "check_output", "fork", "forkpty", "system", "Process",
+                    "posix_spawn", "posix_spawnp", "spawnl", "spawnle", "spawnlp", "spawnv", "spawnve", "spawnvp",
+                    "startfile", "create_subprocess_exec", "create_subprocess_shell"})
+
+
+def _dotted(node: ast.AST) -> str:
+    """``a.b.c`` for an attribute chain on a name, else ""."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else ""
+
+
+def registered_at_exit(source: str) -> set[str]:
+    """Names of the functions ``source`` registers with ``atexit`` (called, or as a decorator)."""
+    names = set()
+    for n in ast.walk(ast.parse(source)):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                _dotted(d) in ("atexit.register", "register") for d in n.decorator_list):
+            names.add(n.name)
+        elif isinstance(n, ast.Call) and _dotted(n.func) in ("atexit.register", "register") and n.args:
+            target = n.args[0]
+            names.add(target.id if isinstance(target, ast.Name) else getattr(target, "attr", ""))
+    return names
+
+
+def private_api_uses(source: str, cli: bool = False, exit_handlers: set[str] | None = None) -> list[str]:
+    """What ``source`` does of the bar's private or host-hostile tricks, one line each with its line number:
+    a private attribute (:data:`PRIVATE_ATTRIBUTES`), ``tuple.__new__``, a descriptor's ``__set__``,
+    ``exec(``, ``gc.collect()`` (allowed only in the command line: ``cli``), a process spawned from an
+    ``atexit`` handler (a function registered here, or named in ``exit_handlers``: registered elsewhere)."""
+    tree = ast.parse(source)
+    out = []
+    for n in ast.walk(tree):
+        line = getattr(n, "lineno", 0)
+        if isinstance(n, ast.Attribute) and n.attr in PRIVATE_ATTRIBUTES:
+            out.append(f"{line}: private attribute .{n.attr}")
+        elif isinstance(n, ast.Constant) and n.value in PRIVATE_ATTRIBUTES:
+            out.append(f"{line}: private attribute named {n.value!r}")
+        elif isinstance(n, ast.Attribute) and _dotted(n) == "subprocess._active":
+            out.append(f"{line}: subprocess._active")
+        elif isinstance(n, ast.Attribute) and n.attr == "__new__" and _dotted(n.value) == "tuple":
+            out.append(f"{line}: tuple.__new__ as a constructor")
+        elif isinstance(n, ast.Attribute) and n.attr == "__set__":
+            out.append(f"{line}: a descriptor's __set__ called directly")
+        elif isinstance(n, ast.Call) and _dotted(n.func) in ("exec", "builtins.exec"):
+            out.append(f"{line}: exec")
+        elif isinstance(n, ast.Call) and _dotted(n.func) == "gc.collect" and not cli:
+            out.append(f"{line}: gc.collect() outside the command line")
+    handlers = registered_at_exit(source) | (exit_handlers or set())
+    for f in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        if f.name not in handlers:
+            continue
+        for n in ast.walk(f):
+            if isinstance(n, ast.Call) and _dotted(n.func).rpartition(".")[2] in SPAWNS:
+                out.append(f"{n.lineno}: {_dotted(n.func)} in exit handler {f.name}")
+    return out
+
+
+def test_the_product_uses_no_private_api_and_starts_no_process_at_exit():
+    """No private attribute of CPython / ONNX Runtime / LiteRT (``InferenceSession._sess``, ``subprocess._active``,
+    ``Future._done_callbacks``), no ``tuple.__new__`` as a fast constructor, no slot descriptor's ``__set__``,
+    no ``exec``, no ``gc.collect()`` outside the CLI, no process spawned from an exit handler."""
+    at_exit = {name for p in _product_files() for name in registered_at_exit(p.read_text())}
+    found = [f"{p.relative_to(ROOT)}:{hit}" for p in _product_files()
+             for hit in private_api_uses(p.read_text(), p.is_relative_to(ROOT / "edgert" / "cli"), at_exit)]
+    assert found == []
+
+
+@pytest.mark.parametrize("snippet", [
+    "x = sess._sess.run(outs, feeds)",
+    "core = getattr(sess, '_sess', None)",
+    "import subprocess\nsubprocess._active.remove(child)",
+    "f._done_callbacks.append(cb)",
+    "_new = tuple.__new__",
+    "Result.__dict__['status'].__set__(r, 'ok')",
+    "exec(src, env)",
+    "import gc\ngc.collect()",
+    "import atexit, subprocess\ndef bye():\n    subprocess.Popen(['true'])\natexit.register(bye)",
+    "import atexit, os\n@atexit.register\ndef bye():\n    os.fork()",
+])
+def test_the_private_api_finder_finds_each_trick(snippet: str):
+    assert private_api_uses(snippet)
+
+
+def test_the_private_api_finder_follows_an_exit_handler_registered_in_another_module():
+    spawner = "import subprocess\ndef filter_at_exit():\n    subprocess.Popen(['cat'])"
+    registrar = "import atexit\nfrom helpers import filter_at_exit\natexit.register(filter_at_exit)"
+    assert private_api_uses(spawner, exit_handlers=registered_at_exit(registrar))
+    assert private_api_uses(spawner) == []
+
+
+def test_the_private_api_finder_passes_plain_code():
+    assert private_api_uses("import atexit\ndef bye():\n    print('bye')\natexit.register(bye)\n"
+                            "sess.run(outs, feeds)\nx = Assignment(1, 'cpu0')") == []
+    assert private_api_uses("import gc\ngc.collect()", cli=True) == []
 
 
 def test_no_class_of_the_core_inherits_a_class_of_another_core_module():
@@ -245,3 +341,16 @@ def test_one_sync_request_reads_in_few_files():
     assert "edgert/_core/_run.py" in core, files
     assert len(core) <= 3, sorted(core)
     assert len(files) <= 8, sorted(files)
+
+
+def test_the_apps_import_only_public_edgert_names():
+    """An app is written against edgert's public surface: no module or name whose path has a private part."""
+    private = []
+    for path in sorted((ROOT / "apps").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) and node.module
+                     else [])
+            private += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names
+                        if n.split(".")[0] == "edgert" and any(part.startswith("_") for part in n.split("."))]
+    assert private == []

@@ -70,12 +70,6 @@ class Ledger:
         self._admitted: deque[tuple[float, float]] = deque()   # (admission ms, expected work ms)
         self._offered: deque[tuple[float, float]] = deque()    # the same for every job priced, shed or not
 
-    @property
-    def backlog_ms(self) -> float:
-        """Expected ms of every request submitted and not yet finished."""
-        with self._lock:
-            return sum(c for c, _ in self._open.values())
-
     @staticmethod
     def of(rt: edgert.Runtime) -> Ledger:
         """The runtime's ledger (made on first use)."""

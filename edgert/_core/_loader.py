@@ -152,7 +152,7 @@ def profiled_ms(profile: DeviceProfile | None, model: str, workers: Sequence[Wor
     """The profile's latency (ms) of ``model`` per worker name (same name, else same kind)."""
     if profile is None:
         return {}
-    from edgert._profiling import seed_from_profile  # noqa: PLC0415 - only with a profile
+    from edgert._profile_seed import seed_from_profile  # noqa: PLC0415 - only with a profile
 
     tmp = LatencyEstimator()
     seed_from_profile(tmp, profile, {w.name: w.kind for w in workers})

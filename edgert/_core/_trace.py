@@ -5,7 +5,8 @@ What the simulator replays::
     {"t_ms": 12.5, "model": "hand", "slo_ms": 22.0, "id": "f7/hand", "after": "f7/palm", "p": 1.0,
 
 and what happened live, which ``edgert simulate --trace`` compares its replay with
-and ``edgert profile --from-trace`` turns into this host's profile::
+and ``edgert profile --from-trace`` turns into this host's profile (both read it back
+through :mod:`edgert._replay`)::
 
      "status": "ok", "processor": "cpu1", "arrival_ms": 14.1, "wait_ms": 0.2, "latency_ms": 4.6,
      "precision": "fp32"}
@@ -27,18 +28,11 @@ import json
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-import numpy as np
-
-from edgert.errors import TraceError
-
 if TYPE_CHECKING:
     from edgert._core._result import Result
-    from scheduler.profile import DeviceProfile
 
 #: Requests held open at most; past this the oldest are written without an outcome (bounded memory).
 MAX_OPEN = 100_000
@@ -113,147 +107,3 @@ class TraceWriter:
             if self._f is not None:
                 self._f.close()
                 self._f = None
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What happened to one traced request live (times in ms on the runtime clock)."""
-
-    model: str
-    status: str
-    processor: str
-    arrival_ms: float
-    wait_ms: float
-    latency_ms: float
-    reason: str = ""
-    key: str = ""      #: the trace line's ``id``
-    after: str = ""    #: the ``id`` of the request it waited for ("" for a first stage)
-
-    @property
-    def start_ms(self) -> float:
-        """When it started running (ms)."""
-        return self.arrival_ms + self.wait_ms
-
-    @property
-    def end_ms(self) -> float:
-        """When it ended (ms)."""
-        return self.arrival_ms + self.latency_ms
-
-
-def read_outcomes(path: str | Path) -> list[Outcome]:
-    """The live outcomes a trace carries (lines without one are skipped; none: an empty list).
-
-    Raises:
-        TraceError: the file cannot be read, or a line is not JSON (names file and line).
-    """
-    return list(_iter_outcomes(Path(path)))
-
-
-def _iter_outcomes(p: Path) -> Iterator[Outcome]:
-    try:
-        f = p.open()
-    except FileNotFoundError:
-        raise TraceError(f"trace file {str(p)!r} not found") from None
-    except OSError as exc:
-        raise TraceError(f"cannot read trace file {str(p)!r}: {exc}") from exc
-    n = 0
-    try:
-        with f:
-            for n, line in enumerate(f, 1):
-                s = line.strip()
-                if not s or s.startswith("#"):
-                    continue
-                o = json.loads(s)
-                if isinstance(o, dict) and "status" in o and "latency_ms" in o:
-                    arrival = o["arrival_ms"] if "arrival_ms" in o else o.get("t_ms", 0.0)
-                    yield Outcome(str(o["model"]), str(o["status"]), str(o.get("processor", "")),
-                                  float(arrival), float(o.get("wait_ms", 0.0)),
-                                  float(o["latency_ms"]), str(o.get("reason", "")), str(o.get("id", "")),
-                                  str(o.get("after") or ""))
-    except json.JSONDecodeError as exc:
-        raise TraceError(f"{p}:{n}: not valid JSON ({exc.msg})") from None
-    except UnicodeDecodeError:
-        raise TraceError(f"{p}:{n + 1}: not UTF-8 text; save the trace as UTF-8 JSONL") from None
-    except RecursionError:
-        raise TraceError(f"{p}:{n}: JSON nested too deeply") from None
-    except (KeyError, TypeError, ValueError) as exc:
-        raise TraceError(f"{p}:{n}: a line with a live outcome needs model, status and numeric "
-                         f"latency_ms ({type(exc).__name__}: {exc})") from None
-
-
-def _kind(processor: str) -> str:
-    """``cpu1`` -> ``cpu``: a worker's processor kind from its name."""
-    return processor.rstrip("0123456789") or processor
-
-
-def host_profile(outcomes: list[Outcome], name: str = "this-host", source: str = "a live run") -> DeviceProfile:
-    """This host's device profile from a live run: per model and processor, p50 and p90 service time.
-
-    Service time is start to end (ms) of the requests that ran (``ok`` / ``late``), pooled over the
-    workers of one kind (``cpu0`` and ``cpu1`` are one CPU). Cloud round trips are left out (a
-    profile's cloud has its own section).
-
-    Raises:
-        TraceError: no request of the trace ran on a local processor.
-    """
-    from scheduler.profile import DeviceProfile, ProcessorSpec  # noqa: PLC0415
-
-    ran = [o for o in outcomes if o.status in ("ok", "late") and o.processor and o.processor != "cloud"]
-    if not ran:
-        raise TraceError("the trace has no request that ran on this host's processors (was it written by "
-                         "a live run? lines need status, processor and latency_ms)")
-    procs = sorted({o.processor for o in ran})
-    svc: dict[tuple[str, str], list[float]] = {}
-    for o in ran:
-        svc.setdefault((o.model, _kind(o.processor)), []).append(o.latency_ms - o.wait_ms)
-    p50: dict[str, dict[str, float]] = {}
-    p90: dict[str, dict[str, float]] = {}
-    for (model, kind), xs in sorted(svc.items()):
-        for p in procs:
-            if _kind(p) == kind:
-                p50.setdefault(model, {})[p] = round(float(np.percentile(xs, 50)), 4)
-                p90.setdefault(model, {})[p] = round(float(np.percentile(xs, 90)), 4)
-    return DeviceProfile(
-        name=name, processors=[ProcessorSpec(p, _kind(p)) for p in procs], latency_ms=p50, latency_p90_ms=p90,
-        description=f"service times measured on this host during {source}",
-        sources={"latency_ms/*": f"measured on this host: p50 start-to-end time of the requests of {source}, "
-                                 "pooled over the workers of one kind",
-                 "latency_p90_ms/*": "measured on this host: p90 of the same"})
-
-
-def handoff_samples(outcomes: list[Outcome]) -> tuple[float, ...]:
-    """Hand-off delays of a live run (ms): start minus arrival of each request that found its processor
-    free (its previous run had ended), i.e. thread wake-up and the GIL with no queueing in it; the
-    simulator draws each request's delay from these (``SimConfig.dispatch_ms``)."""
-    last: dict[str, float] = {}
-    out: list[float] = []
-    for o in sorted((o for o in outcomes if o.processor and o.status in ("ok", "late")), key=lambda o: o.start_ms):
-        if last.get(o.processor, -math.inf) <= o.arrival_ms:
-            out.append(round(o.wait_ms, 4))
-        last[o.processor] = o.end_ms
-    return tuple(out)
-
-
-def stage_gaps(outcomes: list[Outcome]) -> dict[str, float]:
-    """By trace id: how long after the request it waited for ended a cascade stage was submitted (ms) —
-    the app's own work between the two (a callback, a crop); the simulator makes the stage ready that
-    long after its upstream request ends (``SimConfig.stage_gap_ms``)."""
-    ends = {o.key: o.end_ms for o in outcomes if o.key}
-    out: dict[str, float] = {}
-    for o in outcomes:
-        if o.after and o.after in ends and (gap := o.arrival_ms - ends[o.after]) > 0:
-            out[o.key] = round(gap, 4)
-    return out
-
-
-def live_figures(outcomes: list[Outcome]) -> dict[str, tuple[int, float, float | None]]:
-    """Per model: (requests, deadline-met share, p50 latency ms of the requests that ran) of a live run."""
-    by: dict[str, list[Outcome]] = {}
-    for o in outcomes:
-        by.setdefault(o.model, []).append(o)
-    out: dict[str, tuple[int, float, float | None]] = {}
-    for m, os_ in sorted(by.items()):
-        lat = [o.latency_ms for o in os_ if o.status in ("ok", "late")]
-        met = sum(o.status == "ok" for o in os_) / len(os_)
-        out[m] = (len(os_), met, float(np.percentile(lat, 50)) if lat else None)
-    return out

@@ -82,7 +82,7 @@ def figure(records: Sequence[RequestRecord], title: str = "edgert run", processo
 
 def _pyplot() -> Any:
     """matplotlib.pyplot on the Agg backend, or MissingExtra naming ``edgert[plot]``."""
-    from edgert._extras import require  # noqa: PLC0415
+    from edgert.extras import require  # noqa: PLC0415
 
     matplotlib = require("matplotlib", "--plot")
     matplotlib.use("Agg")

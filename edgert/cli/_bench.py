@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from edgert.cli._progress import Progress
-from edgert.cli._table import Column, render, width
+from edgert.tables import Column, render, width
 from edgert.errors import ConfigError, EdgeRTError
 
 DEFAULT_DELEGATE = {".tflite": "litert-xnnpack", ".onnx": "ort-cpu"}

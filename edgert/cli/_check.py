@@ -44,7 +44,7 @@ def check_models(models: list[str], delegates: str, tolerance: float | None) -> 
 
 def run(args: argparse.Namespace) -> int:
     """Print the rows of :func:`check_models` as a table, or JSON with ``--json``."""
-    from edgert.cli._table import Column, render, width  # noqa: PLC0415
+    from edgert.tables import Column, render, width  # noqa: PLC0415
 
     rows = check_models(args.check, args.delegates, args.tolerance)
     if args.json:

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the worker until SIGTERM/SIGINT; 0 after a graceful drain, 2 on a configuration error."""
     import os  # noqa: PLC0415
 
-    from edgert._extras import require  # noqa: PLC0415
+    from edgert.extras import require  # noqa: PLC0415
     from edgert.offload import parse_broker_url  # noqa: PLC0415
     from edgert.offload.server import serve_forever  # noqa: PLC0415
 

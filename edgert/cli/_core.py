@@ -73,7 +73,7 @@ def _devices(args: argparse.Namespace) -> int:
 
         return run(args)
     from delegates.registry import describe  # noqa: PLC0415
-    from edgert.cli._table import Column, render, width  # noqa: PLC0415
+    from edgert.tables import Column, render, width  # noqa: PLC0415
 
     from delegates._install import shadowed  # noqa: PLC0415
 
@@ -132,7 +132,7 @@ def _run_app(args: argparse.Namespace) -> int:
     """
     from importlib.metadata import entry_points  # noqa: PLC0415
 
-    from edgert._extras import EXTRA_OF, MissingExtra  # noqa: PLC0415
+    from edgert.extras import EXTRA_OF, MissingExtra  # noqa: PLC0415
     from edgert.errors import ConfigError, did_you_mean  # noqa: PLC0415
 
     apps = {ep.name: ep for ep in entry_points(group="edgert.apps")}

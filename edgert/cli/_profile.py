@@ -3,7 +3,7 @@ and ``edgert profile --from-trace T.jsonl -o profile.json``.
 
 ``--from-trace`` writes this host's profile from a live run's trace (the
 requests' service times, p50 / p90 per model and processor: what the
-simulator needs to replay that trace here; see :func:`edgert._core._trace.host_profile`).
+simulator needs to replay that trace here; see :func:`edgert._replay.host_profile`).
 
 Measures every model on every delegate path that can take its format (or on
 the ``--delegates`` named), warm-up then N timed runs per pair, and writes
@@ -102,15 +102,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _from_trace(args: argparse.Namespace) -> int:
-    from edgert._core._trace import host_profile, read_outcomes  # noqa: PLC0415
+    from edgert._replay import host_profile, never_ran, read_outcomes  # noqa: PLC0415
 
     if args.models:
         raise ValueError("give either MODEL files or --from-trace, not both")
-    prof = host_profile(read_outcomes(args.from_trace), name=args.name or "this-host",
-                        source=f"the live run of {args.from_trace.name}")
+    live = read_outcomes(args.from_trace)
+    prof = host_profile(live, name=args.name or "this-host", source=f"the live run of {args.from_trace.name}")
     for m in prof.models:
         row = "  ".join(f"{p} {v:.2f}" for p, v in prof.latency_ms[m].items())
         print(f"  {m:28} p50 ms: {row}")
+    for line in never_ran(live).values():   # a stream shed throughout an overload: named, not silently left out
+        print(f"  left out: {line}; measure it with `edgert profile MODEL_FILE` or give its latency_ms by hand")
     prof.save(args.output)
     print(f"wrote {args.output}: {len(prof.models)} model(s) on {', '.join(p.name for p in prof.processors)}")
     return 0

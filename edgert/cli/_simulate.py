@@ -77,12 +77,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from edgert._core._trace import live_figures, read_outcomes  # noqa: PLC0415
+    from edgert._replay import live_figures, read_outcomes  # noqa: PLC0415
     from edgert.sweep import sim_config  # noqa: PLC0415
     from scheduler.sim import run_simulation  # noqa: PLC0415
 
     _check_size(args)
     live = read_outcomes(args.trace) if args.trace else []
+    _check_never_ran(live, args.device)
     # the one builder `edgert sweep` uses too: a sweep cell and this command give the same figures
     cfg = sim_config(scenario=args.scenario, trace=args.trace, device=args.device, scheduler=args.scheduler,
                      objective=args.objective, load=args.load, duration_s=args.duration, seed=args.seed,
@@ -109,6 +110,27 @@ def _run(args: argparse.Namespace) -> int:
         if path:
             print(f"wrote {what}: {path}")
     return 0
+
+
+def _check_never_ran(live: list[Any], device: str) -> None:
+    """Refuse, in one line naming it, a trace model that never ran live and that the profile has no latency for
+    (``edgert profile --from-trace`` could measure nothing of it), rather than the simulator's generic refusal.
+
+    Raises:
+        ConfigError: such a model, with what the live run did with its requests and the fix.
+    """
+    from edgert._replay import never_ran  # noqa: PLC0415
+    from scheduler.sim import load_profile  # noqa: PLC0415
+
+    unmeasured = never_ran(live)
+    if not unmeasured:
+        return
+    prof = load_profile(device)
+    cloud = prof.cloud.latency_ms if prof.cloud is not None else {}
+    missing = [line for model, line in unmeasured.items() if model not in prof.latency_ms and model not in cloud]
+    if missing:
+        raise ConfigError(f"device profile {prof.name!r} has no latency for a model of the trace: {missing[0]}; "
+                          "measure it with `edgert profile MODEL_FILE` or give its latency_ms in the profile")
 
 
 def _check_size(args: argparse.Namespace) -> None:
@@ -167,7 +189,7 @@ def _fmt(v: Any, pct: bool = False) -> str:
 
 def _print_summary(s: dict[str, Any], cfg: Any) -> None:
     """The summary as plain tables that fit the terminal (80 columns included) and read the same piped."""
-    from edgert.cli._table import Column, render  # noqa: PLC0415
+    from edgert.tables import Column, render  # noqa: PLC0415
 
     title = (f"{s['workload']} on {s['device']} | scheduler {s['scheduler']} | load {cfg.load} | seed {cfg.seed}"
              + (f" | burst {cfg.burst.start_s}:{cfg.burst.duration_s}:{cfg.burst.factor}" if cfg.burst else ""))
@@ -219,7 +241,7 @@ MIN_P50_N = 20
 
 def _print_comparison(s: dict[str, Any], live: dict[str, tuple[int, float, float | None]]) -> None:
     """Live (the trace's recorded outcomes) vs this replay, per model: deadline-met and p50."""
-    from edgert.cli._table import Column, render  # noqa: PLC0415
+    from edgert.tables import Column, render  # noqa: PLC0415
 
     cols = [Column("model", "<", wrap=True), Column("n"), Column("met live"), Column("met sim"), Column("d pt"),
             Column("p50 live"), Column("p50 sim"), Column("d p50")]

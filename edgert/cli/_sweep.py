@@ -48,7 +48,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command: 0 every cell ran, 1 some cell failed, 2 bad input, 130 interrupted."""
-    from edgert._extras import require  # noqa: PLC0415
+    from edgert.extras import require  # noqa: PLC0415
     from edgert.sweep import default_jobs, load_grid, run_sweep  # noqa: PLC0415
 
     grid = load_grid(args.grid)   # the whole grid checked before anything runs
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_best(rows: list[dict[str, Any]]) -> None:
     """The best policy per workload and device (met %, then XRBench score)."""
-    from edgert.cli._table import Column, render  # noqa: PLC0415
+    from edgert.tables import Column, render  # noqa: PLC0415
     from edgert.sweep import best_policies  # noqa: PLC0415
 
     best = best_policies(rows)

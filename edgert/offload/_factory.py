@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from edgert._extras import require
+from edgert.extras import require
 from edgert.errors import ConfigError
 from edgert.offload._config import CloudConfig, parse_broker_url
 from edgert.offload._embedded import EmbeddedCloud

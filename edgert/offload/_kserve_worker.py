@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from delegates.base import Delegate, Session, TensorSpec
 from delegates.registry import all_delegates
-from edgert._extras import require
+from edgert.extras import require
 from edgert.errors import ConfigError, EdgeRTError, ModelLoadError, OffloadError
 from edgert.offload._kserve_config import KServeConfig, parse_kserve_url
 from edgert.offload._worker import CloudWorker

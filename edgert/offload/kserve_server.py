@@ -66,7 +66,7 @@ def serve_forever(models: str | Path, host: str, grpc_port: int, http_port: int,
         ConfigError: no models, equal ports.
         MissingExtra: MLServer is not installed (``pip install 'edgert[kserve-server]'``).
     """
-    from edgert._extras import require  # noqa: PLC0415
+    from edgert.extras import require  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory(prefix="edgert-kserve-") as repo:
         names = build_repository(models, repo, version=version, threads=threads)   # bad input before the import

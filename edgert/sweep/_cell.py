@@ -56,7 +56,7 @@ def sim_config(*, scenario: str | None, trace: str | Path | None, device: str | 
     ``START:DUR:FACTOR``; ``live``: the trace's recorded outcomes, whose hand-off delays and stage gaps a
     replay draws from). ``edgert simulate`` and every sweep cell build their run here, so one set of
     options gives one result."""
-    from edgert._core._trace import handoff_samples, stage_gaps  # noqa: PLC0415
+    from edgert._replay import handoff_samples, stage_gaps  # noqa: PLC0415
     from scheduler.sim import Burst, SimConfig  # noqa: PLC0415
 
     outcomes = list(live)
@@ -112,7 +112,7 @@ def _localize(task: Task, tmp: Path) -> Cell:
 
 
 def _simulate(cell: Cell, per_model: bool) -> tuple[dict[str, Any], ...]:
-    from edgert._core._trace import read_outcomes  # noqa: PLC0415
+    from edgert._replay import read_outcomes  # noqa: PLC0415
     from scheduler.sim import run_simulation  # noqa: PLC0415
 
     live = read_outcomes(cell.trace) if cell.trace is not None else []

@@ -104,7 +104,7 @@ def _on_processes(fn: Callable[[Any], Any], items: Sequence[Any], jobs: int) -> 
 def _on_dask(fn: Callable[[Any], Any], items: Sequence[Any], url: str) -> Iterator[Done]:
     if not url.startswith(CLUSTER_SCHEMES):
         raise ConfigError(f"--cluster {url!r}: give a Dask scheduler's address, e.g. tcp://host:8786")
-    from edgert._extras import require  # noqa: PLC0415
+    from edgert.extras import require  # noqa: PLC0415
 
     distributed = require("distributed", "--cluster")
     try:

@@ -46,7 +46,7 @@ class Output:
         if self.path.suffix.lower() not in SUFFIXES:
             raise ConfigError(f"-o {str(self.path)!r}: must end in .csv or .parquet (the format follows the suffix)")
         if self.parquet:
-            from edgert._extras import require  # noqa: PLC0415
+            from edgert.extras import require  # noqa: PLC0415
 
             require("pyarrow.parquet", "-o F.parquet")
 

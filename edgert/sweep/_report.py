@@ -88,7 +88,7 @@ def plot_heatmap(rows: Sequence[dict[str, Any]], path: str | Path) -> None:
     Raises:
         MissingExtra: without matplotlib (``pip install 'edgert[plot]'``).
     """
-    from edgert._extras import require  # noqa: PLC0415
+    from edgert.extras import require  # noqa: PLC0415
 
     require("matplotlib", "--plot")
     import matplotlib  # noqa: PLC0415

@@ -103,28 +103,11 @@ class Workload:
         """Absolute deadlines (ms): ``t_ms + slo_ms``."""
         return self.t_ms + self.slo_ms
 
-    @property
-    def root_ids(self) -> np.ndarray:
-        """Ids of the requests with no parent, in time order."""
-        return np.flatnonzero(self.parent < 0)
-
-    @property
-    def n_firing(self) -> int:
-        """How many requests will exist (cascade stages whose draw fired, whose parents fire)."""
-        return int(self.fires.sum())
-
     def key(self, rid: int) -> str:
         """Request ``rid``'s id string (a trace line's ``id``; ``stream/frame`` for a scenario)."""
         if self.keys is not None:
             return self.keys[rid]
         return f"{self.streams[self.stream[rid]]}/{int(self.frame[rid])}"
-
-    def keys_list(self) -> list[str]:
-        """Every request's id string, by id."""
-        if self.keys is not None:
-            return self.keys
-        names = self.streams
-        return [f"{names[s]}/{f}" for s, f in zip(self.stream.tolist(), self.frame.tolist())]
 
     @property
     def all(self) -> list[Request]:

@@ -159,13 +159,6 @@ class EnergyMeter:
         self._add(model, mj)
         return mj
 
-    def record_cloud(self, model: str) -> float:
-        """Account one cloud invocation's radio energy; returns its mJ (0.0 when the radio is not modelled)."""
-        mj = self.model.cloud_mj(model)
-        self._radio_mj += mj
-        self._add(model, mj)
-        return mj
-
     def _add(self, model: str, mj: float) -> None:
         acc = self._per_model.setdefault(model, [0.0, 0.0])
         acc[0] += mj

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from scheduler.power import SEVERITIES, ThermalSpec
+from scheduler.power import ThermalSpec
 
 
 class ThermalModel:
@@ -71,11 +71,6 @@ class ThermalModel:
     def severity(self) -> str:
         """The current Android severity name (``"none"`` ... ``"shutdown"``)."""
         return "none" if self.level == 0 else self.spec.levels[self.level - 1].severity
-
-    @property
-    def severity_rank(self) -> int:
-        """The current Android ``ThrottlingSeverity`` value (0 = NONE ... 6 = SHUTDOWN)."""
-        return SEVERITIES.index(self.severity)
 
     def speed(self, processor: str) -> float:
         """Fraction of nominal speed ``processor`` keeps now (1.0 unthrottled); latency / speed."""
@@ -130,17 +125,6 @@ class ThermalModel:
         if target > len(self.spec.levels):
             return math.inf
         return self.time_to_c(self._on[target], power_w)
-
-    def power_budget_w(self, target_c: float, horizon_ms: float) -> float:
-        """The constant power (W) at which the temperature reaches ``target_c`` exactly after ``horizon_ms``.
-
-        Any lower power keeps the device below ``target_c`` for the whole
-        horizon; it can be negative when the device must cool down to make it.
-        """
-        if horizon_ms <= 0:
-            raise ValueError(f"horizon_ms must be > 0, not {horizon_ms!r}")
-        decay = math.exp(-horizon_ms / self._tau_ms)
-        return ((target_c - self._amb) - (self.temp_c - self._amb) * decay) / (self._r * (1.0 - decay))
 
     # -- integration -------------------------------------------------------------------------------
     def advance(self, t_ms: float, power_w: float) -> str:

@@ -82,11 +82,6 @@ class ModelScore:
     score: float          # XRBench's code: sum(RT*EN) / frames * (1 - drop rate)
     paper_score: float    # one drop factor: mean(RT*EN over completed) * (1 - drop rate)
 
-    @property
-    def drop_rate(self) -> float:
-        """Dropped / frames."""
-        return self.dropped / self.frames
-
 
 @dataclass(frozen=True, slots=True)
 class XRBenchScore:

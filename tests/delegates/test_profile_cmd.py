@@ -8,7 +8,7 @@ import pytest
 
 from delegates._probe_models import onnx_probe, tflite_probe
 from tests.delegates._profile_cli import profile_cli
-from edgert._profiling import seed_from_profile
+from edgert._profile_seed import seed_from_profile
 from scheduler.estimator import LatencyEstimator
 from scheduler.profile import CloudSpec, DeviceProfile, ProcessorSpec
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import edgert
-from edgert._core._trace import handoff_samples, host_profile, live_figures, read_outcomes
+from edgert._replay import handoff_samples, host_profile, live_figures, read_outcomes
 from edgert.cli import main
 from edgert.testing import genmodels
 from scheduler.sim.trace import read_trace
@@ -80,3 +80,46 @@ def test_profile_then_simulate_prints_the_comparison_at_80_columns(recorded: Pat
     row = next(ln for ln in out.splitlines()[out.splitlines().index("live run (recorded in the trace) vs this "
                                                                      "replay"):] if ln.startswith("land "))
     assert row.split()[1] == "30" and "100.0%" in row
+
+
+def _overload_trace(path: Path) -> Path:
+    """A live run's trace (as TraceWriter writes it) where one stream was shed throughout: every ``pose``
+    request dropped, every ``hand`` request ran."""
+    lines = []
+    for i in range(6):
+        t = 33.3 * i
+        lines.append({"t_ms": t, "model": "hand", "slo_ms": 30.0, "id": f"f{i}/hand", "p": 1.0, "status": "ok",
+                      "processor": f"cpu{i % 2}", "arrival_ms": t, "wait_ms": 0.1, "latency_ms": 4.0 + 0.1 * i})
+        lines.append({"t_ms": t, "model": "pose", "slo_ms": 30.0, "id": f"f{i}/pose", "p": 1.0, "status": "dropped",
+                      "processor": "", "arrival_ms": t, "wait_ms": 0.0, "latency_ms": 0.0,
+                      "reason": "expected to finish after its deadline"})
+    path.write_text("".join(json.dumps(ln) + "\n" for ln in lines))
+    return path
+
+
+def test_a_model_shed_throughout_is_named_by_profile_and_simulate(tmp_path: Path, capsys) -> None:
+    """``profile --from-trace`` names the model it cannot measure (none of its requests ran) in one line,
+    and ``simulate --trace`` on that profile refuses in one line naming it and why, not with a bare
+    "not in device profile"."""
+    trace = _overload_trace(tmp_path / "t.jsonl")
+    prof = tmp_path / "host.json"
+    assert main(["profile", "--from-trace", str(trace), "-o", str(prof)]) == 0
+    out = capsys.readouterr().out
+    left = [ln for ln in out.splitlines() if "left out" in ln]
+    assert len(left) == 1 and "'pose'" in left[0] and "6 dropped" in left[0] and "expected to finish" in left[0]
+    assert json.loads(prof.read_text())["latency_ms"].keys() == {"hand"}
+    assert main(["simulate", "--trace", str(trace), "--device", str(prof)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'pose'" in err[0] and "none of its 6 live requests ran" in err[0], err
+    assert "edgert profile MODEL_FILE" in err[0]
+
+
+def test_a_model_shed_throughout_replays_once_the_profile_has_its_latency(tmp_path: Path, capsys) -> None:
+    trace = _overload_trace(tmp_path / "t.jsonl")
+    prof = tmp_path / "host.json"
+    assert main(["profile", "--from-trace", str(trace), "-o", str(prof)]) == 0
+    obj = json.loads(prof.read_text())
+    obj["latency_ms"]["pose"] = {p["name"]: 25.0 for p in obj["processors"]}   # measured apart, given by hand
+    prof.write_text(json.dumps(obj))
+    assert main(["simulate", "--trace", str(trace), "--device", str(prof)]) == 0
+    assert "pose" in capsys.readouterr().out

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from scheduler.profile import DeviceProfile
-from scheduler.sim.energy import EnergyMeter, EnergyModel
+from scheduler.sim.energy import EnergyModel
+from tests.scheduler.meters import CloudMeter
 
 OBJ = {
     "name": "t",
@@ -53,7 +54,7 @@ def test_device_power_sums_running_idle_and_baseline(model: EnergyModel) -> None
 
 
 def test_run_report_by_hand(model: EnergyModel) -> None:
-    meter = EnergyMeter(model)
+    meter = CloudMeter(model)
     assert meter.record("hand", "cpu", 10.0) == pytest.approx(30.0)
     meter.record("hand", "npu", 2.0)
     meter.record("kws", "npu", 0.5)
@@ -74,7 +75,7 @@ def test_run_report_by_hand(model: EnergyModel) -> None:
 
 def test_profile_without_power_costs_nothing_and_says_so() -> None:
     obj = {k: v for k, v in OBJ.items() if k not in ("power", "energy_mj")}
-    meter = EnergyMeter(DeviceProfile.from_json(obj))
+    meter = CloudMeter(DeviceProfile.from_json(obj))
     assert not meter.model.has_figures
     assert meter.record("hand", "cpu", 10.0) == 0.0 and meter.record_cloud("hand") == 0.0
     rep = meter.report(50.0)

@@ -13,7 +13,7 @@ from scheduler.policies._slots import Processors
 from scheduler.profile import DeviceProfile
 from scheduler.registry import make_policy
 from scheduler.sim import SimConfig, load_profile, run_simulation
-from scheduler.sim.energy import EnergyMeter
+from tests.scheduler.meters import CloudMeter
 
 
 def _profile(**changes: object) -> DeviceProfile:
@@ -34,7 +34,7 @@ def _run(profile: DeviceProfile | str = "galaxy-s23", **kw: object):
 
 def test_energy_summary_is_what_an_energy_meter_fed_every_run_reports() -> None:
     res = _run("pixel4", load=3.0)
-    meter = EnergyMeter(res.profile)
+    meter = CloudMeter(res.profile)
     kinds = {p[0]: p[1] for p in res.processors}
     for r in res.records:
         if r.processor:

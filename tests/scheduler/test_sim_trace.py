@@ -168,9 +168,9 @@ def test_trace_workload_columns_match_its_lines(tmp_path):
         {"t_ms": 0.0, "model": "palm", "id": "f0/palm"},
     ])
     wl = read_trace(p)
-    assert len(wl) == 3 and wl.keys_list() == ["f0/palm", "f1/hand", "f1/palm"]   # by time, then line
+    assert len(wl) == 3 and [wl.key(i) for i in range(len(wl))] == ["f0/palm", "f1/hand", "f1/palm"]   # by time, then line
     assert [wl.models[m] for m in wl.model.tolist()] == ["palm", "hand", "palm"]
-    assert wl.parent.tolist() == [-1, 2, -1] and wl.root_ids.tolist() == [0, 2]
+    assert wl.parent.tolist() == [-1, 2, -1] and (wl.parent < 0).nonzero()[0].tolist() == [0, 2]
     assert math.isinf(wl.deadline_ms[0]) and wl.deadline_ms[1] == 35.0
     hand = wl.all[1]
     assert hand.parent is wl.all[2] and wl.all[2].children == [hand] and hand.key == "f1/hand"

@@ -29,7 +29,7 @@ def test_root_arrives_at_its_submission_and_keeps_its_deadline(tmp_path):
 
 def test_a_cascade_stage_becomes_ready_its_measured_gap_after_its_upstream_ends(tmp_path):
     """``stage_gap_ms``: the app's own work between a stage's upstream end and its submission, replayed."""
-    from edgert._core._trace import read_outcomes, stage_gaps
+    from edgert._replay import read_outcomes, stage_gaps
     from scheduler.sim.run import SimConfig, run_simulation
 
     lines = []

@@ -1,4 +1,6 @@
-"""Optional dependencies: the core needs numpy, onnxruntime and ai-edge-litert only.
+"""Optional dependencies, public so that apps built on edgert name the extra the same way (:func:`require`).
+
+The core needs numpy, onnxruntime and ai-edge-litert only.
 
 Everything else comes with an extra of ``pyproject.toml``; a feature that needs a
 missing one raises :class:`~edgert.errors.EdgeRTError` naming the extra::
@@ -67,9 +69,3 @@ def require(module: str, feature: str) -> ModuleType:
             raise   # the package is there but one of its own imports is broken: show that
         dist, extra = EXTRA_OF.get(top, (top, "all"))
         raise MissingExtra(f"{feature} needs {dist}: pip install 'edgert[{extra}]'") from exc
-
-
-def require_all(modules: tuple[str, ...], feature: str) -> None:
-    """:func:`require` each of ``modules`` (to fail early, before any work starts)."""
-    for m in modules:
-        require(m, feature)

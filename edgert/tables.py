@@ -1,5 +1,7 @@
 """Plain-text tables that fit the terminal (80 columns included) and read the same when piped.
 
+Public: the command line and the apps built on edgert (the XR demo's report) print with :func:`render`.
+
 No dependency (the ``[cli]`` extra is only for live displays): a column of
 figures keeps its full width, short headers keep it narrow, and when the
 table is still too wide the text columns (model names, reasons) wrap onto

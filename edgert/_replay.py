@@ -1,0 +1,186 @@
+"""A live run's trace read back: what happened to each request, and what the simulator takes from it.
+
+:class:`edgert._core._trace.TraceWriter` records every request of a live run as one JSONL line with
+its outcome. :func:`read_outcomes` reads those outcomes back; from them, :func:`host_profile` makes
+this host's device profile (``edgert profile --from-trace``), :func:`handoff_samples` and
+:func:`stage_gaps` give the replay its hand-off delays and the app's own gaps, and
+:func:`live_figures` the per-model figures ``edgert simulate --trace`` compares its replay with.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from edgert.errors import TraceError
+
+if TYPE_CHECKING:
+    from scheduler.profile import DeviceProfile
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What happened to one traced request live (times in ms on the runtime clock)."""
+
+    model: str
+    status: str
+    processor: str
+    arrival_ms: float
+    wait_ms: float
+    latency_ms: float
+    reason: str = ""
+    key: str = ""      #: the trace line's ``id``
+    after: str = ""    #: the ``id`` of the request it waited for ("" for a first stage)
+
+    @property
+    def start_ms(self) -> float:
+        """When it started running (ms)."""
+        return self.arrival_ms + self.wait_ms
+
+    @property
+    def end_ms(self) -> float:
+        """When it ended (ms)."""
+        return self.arrival_ms + self.latency_ms
+
+
+def read_outcomes(path: str | Path) -> list[Outcome]:
+    """The live outcomes a trace carries (lines without one are skipped; none: an empty list).
+
+    Raises:
+        TraceError: the file cannot be read, or a line is not JSON (names file and line).
+    """
+    return list(_iter_outcomes(Path(path)))
+
+
+def _iter_outcomes(p: Path) -> Iterator[Outcome]:
+    try:
+        f = p.open()
+    except FileNotFoundError:
+        raise TraceError(f"trace file {str(p)!r} not found") from None
+    except OSError as exc:
+        raise TraceError(f"cannot read trace file {str(p)!r}: {exc}") from exc
+    n = 0
+    try:
+        with f:
+            for n, line in enumerate(f, 1):
+                s = line.strip()
+                if not s or s.startswith("#"):
+                    continue
+                o = json.loads(s)
+                if isinstance(o, dict) and "status" in o and "latency_ms" in o:
+                    arrival = o["arrival_ms"] if "arrival_ms" in o else o.get("t_ms", 0.0)
+                    yield Outcome(str(o["model"]), str(o["status"]), str(o.get("processor", "")),
+                                  float(arrival), float(o.get("wait_ms", 0.0)),
+                                  float(o["latency_ms"]), str(o.get("reason", "")), str(o.get("id", "")),
+                                  str(o.get("after") or ""))
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"{p}:{n}: not valid JSON ({exc.msg})") from None
+    except UnicodeDecodeError:
+        raise TraceError(f"{p}:{n + 1}: not UTF-8 text; save the trace as UTF-8 JSONL") from None
+    except RecursionError:
+        raise TraceError(f"{p}:{n}: JSON nested too deeply") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TraceError(f"{p}:{n}: a line with a live outcome needs model, status and numeric "
+                         f"latency_ms ({type(exc).__name__}: {exc})") from None
+
+
+def _kind(processor: str) -> str:
+    """``cpu1`` -> ``cpu``: a worker's processor kind from its name."""
+    return processor.rstrip("0123456789") or processor
+
+
+def host_profile(outcomes: list[Outcome], name: str = "this-host", source: str = "a live run") -> DeviceProfile:
+    """This host's device profile from a live run: per model and processor, p50 and p90 service time.
+
+    Service time is start to end (ms) of the requests that ran (``ok`` / ``late``), pooled over the
+    workers of one kind (``cpu0`` and ``cpu1`` are one CPU). Cloud round trips are left out (a
+    profile's cloud has its own section).
+
+    Raises:
+        TraceError: no request of the trace ran on a local processor.
+    """
+    from scheduler.profile import DeviceProfile, ProcessorSpec  # noqa: PLC0415
+
+    ran = [o for o in outcomes if o.status in ("ok", "late") and o.processor and o.processor != "cloud"]
+    if not ran:
+        raise TraceError("the trace has no request that ran on this host's processors (was it written by "
+                         "a live run? lines need status, processor and latency_ms)")
+    procs = sorted({o.processor for o in ran})
+    svc: dict[tuple[str, str], list[float]] = {}
+    for o in ran:
+        svc.setdefault((o.model, _kind(o.processor)), []).append(o.latency_ms - o.wait_ms)
+    p50: dict[str, dict[str, float]] = {}
+    p90: dict[str, dict[str, float]] = {}
+    for (model, kind), xs in sorted(svc.items()):
+        for p in procs:
+            if _kind(p) == kind:
+                p50.setdefault(model, {})[p] = round(float(np.percentile(xs, 50)), 4)
+                p90.setdefault(model, {})[p] = round(float(np.percentile(xs, 90)), 4)
+    return DeviceProfile(
+        name=name, processors=[ProcessorSpec(p, _kind(p)) for p in procs], latency_ms=p50, latency_p90_ms=p90,
+        description=f"service times measured on this host during {source}",
+        sources={"latency_ms/*": f"measured on this host: p50 start-to-end time of the requests of {source}, "
+                                 "pooled over the workers of one kind",
+                 "latency_p90_ms/*": "measured on this host: p90 of the same"})
+
+
+def never_ran(outcomes: list[Outcome]) -> dict[str, str]:
+    """The models none of whose requests ran on this host's processors (every one dropped or failed, as a
+    stream that was shed throughout an overload), each with one line saying so: nothing of its run time
+    was measured, so :func:`host_profile` has no latency for it."""
+    by: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        by.setdefault(o.model, []).append(o)
+    out: dict[str, str] = {}
+    for model, os_ in sorted(by.items()):
+        if any(o.status in ("ok", "late") and o.processor and o.processor != "cloud" for o in os_):
+            continue
+        counts = ", ".join(f"{sum(o.status == s for o in os_)} {s}" for s in sorted({o.status for o in os_}))
+        reason = next((o.reason for o in os_ if o.reason), "")
+        out[model] = (f"model {model!r}: none of its {len(os_)} live requests ran on this host ({counts}"
+                      + (f"; first reason: {reason}" if reason else "") + "), so nothing of its run time was measured")
+    return out
+
+
+def handoff_samples(outcomes: list[Outcome]) -> tuple[float, ...]:
+    """Hand-off delays of a live run (ms): start minus arrival of each request that found its processor
+    free (its previous run had ended), i.e. thread wake-up and the GIL with no queueing in it; the
+    simulator draws each request's delay from these (``SimConfig.dispatch_ms``)."""
+    last: dict[str, float] = {}
+    out: list[float] = []
+    for o in sorted((o for o in outcomes if o.processor and o.status in ("ok", "late")), key=lambda o: o.start_ms):
+        if last.get(o.processor, -math.inf) <= o.arrival_ms:
+            out.append(round(o.wait_ms, 4))
+        last[o.processor] = o.end_ms
+    return tuple(out)
+
+
+def stage_gaps(outcomes: list[Outcome]) -> dict[str, float]:
+    """By trace id: how long after the request it waited for ended a cascade stage was submitted (ms) —
+    the app's own work between the two (a callback, a crop); the simulator makes the stage ready that
+    long after its upstream request ends (``SimConfig.stage_gap_ms``)."""
+    ends = {o.key: o.end_ms for o in outcomes if o.key}
+    out: dict[str, float] = {}
+    for o in outcomes:
+        if o.after and o.after in ends and (gap := o.arrival_ms - ends[o.after]) > 0:
+            out[o.key] = round(gap, 4)
+    return out
+
+
+def live_figures(outcomes: list[Outcome]) -> dict[str, tuple[int, float, float | None]]:
+    """Per model: (requests, deadline-met share, p50 latency ms of the requests that ran) of a live run."""
+    by: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        by.setdefault(o.model, []).append(o)
+    out: dict[str, tuple[int, float, float | None]] = {}
+    for m, os_ in sorted(by.items()):
+        lat = [o.latency_ms for o in os_ if o.status in ("ok", "late")]
+        met = sum(o.status == "ok" for o in os_) / len(os_)
+        out[m] = (len(os_), met, float(np.percentile(lat, 50)) if lat else None)
+    return out
