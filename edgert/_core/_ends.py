@@ -3,16 +3,17 @@ outputs straight back) one :class:`~edgert._core._result.Result` to resolve.
 
 :class:`Ends` is called under the runtime's lock by whichever thread ends a request; it collects the
 Results, and that thread takes them (:meth:`Ends.take`) before it releases the lock and resolves them
-(:mod:`edgert._core._handoff`). It keeps the records and counts them into the per-model stats.
+(:mod:`edgert._core._handoff`). It counts them into the per-model stats, and keeps them only when the app asked for records
+(:mod:`edgert._core._records`).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import deque
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
+from edgert._core._records import RecordBuffer, Row
 from edgert._core._stats import ModelStats
 
 if TYPE_CHECKING:
@@ -20,41 +21,22 @@ if TYPE_CHECKING:
     from edgert._core._worker import Request
     from edgert.errors import EdgeRTError
 
-_new = tuple.__new__   # an Ended from a ready tuple (one per request)
-
-#: A request's end appends its record only; every this many, the records are counted into the per-model
-#: stats and kept (:meth:`Ledger.fold`), as ``stats()`` / ``records()`` do first: a stats call per request
-#: cost ~0.7 µs of a sync call's ~10 (issue 29), a fold ~30 µs every 64 requests.
+#: A request's end appends its row only; every this many, the rows are counted into the per-model
+#: stats (and kept, when the runtime keeps records) by :meth:`Ends.fold`, as ``stats()`` / ``records()`` do
+#: first: a stats call per request cost ~0.7 µs of a sync call's ~10, a fold ~30 µs every 64 requests.
 FOLD_EVERY = 64
-#: Finished requests kept for ``records()`` / timelines.
-RECORDS_KEPT = 200_000
-
-
-class Ended(NamedTuple):
-    """One request's end, as :class:`scheduler.timeline.RequestRecord` has it (times in ms; ``reason``: the
-    error's text, or "")."""
-
-    id: int
-    model: str
-    status: str
-    arrival_ms: float
-    deadline_ms: float
-    processor: str
-    start_ms: float
-    end_ms: float
-    frame: int
-    reason: str
 
 
 class Ends:
-    """Ends requests under the runtime's lock: one record each, counted into the per-model stats in batches of
-    :data:`FOLD_EVERY` (the last :data:`RECORDS_KEPT` kept), the Results collected in :attr:`results`.
+    """Ends requests under the runtime's lock: one row each, counted into the per-model stats in batches of
+    :data:`FOLD_EVERY` (and kept in :attr:`kept` when the app asked for records), the Results collected in
+    :attr:`results`.
 
     Args:
         lock: the runtime's lock (``close()`` waits on it until nothing is in flight).
     """
 
-    __slots__ = ("stats", "inflight", "closing", "results", "_idle", "_kept", "_fresh")
+    __slots__ = ("stats", "inflight", "closing", "results", "_idle", "kept", "_fresh")
 
     def __init__(self, lock: threading.Lock) -> None:
         #: model name -> counters (a model is added when loaded)
@@ -67,8 +49,9 @@ class Ends:
         #: releases it, when there are any
         self.results: list[tuple[Request, Result]] = []
         self._idle = threading.Condition(lock)
-        self._kept: deque[Ended] = deque(maxlen=RECORDS_KEPT)
-        self._fresh: list[Ended] = []   # ended since the last fold: not yet in stats or kept
+        #: the latest finished requests, when the app asked for them (``Runtime(records=)``); None: none kept
+        self.kept: RecordBuffer | None = None
+        self._fresh: list[Row] = []   # ended since the last fold: not yet in stats or kept
 
     def complete(self, req: Request, res: Result, proc: str, end_ms: float) -> None:
         """``req`` ended as ``res`` at ``end_ms`` on ``proc``: recorded, and collected to resolve."""
@@ -78,8 +61,8 @@ class Ends:
     def record(self, req: Request, status: str, proc: str, end_ms: float, error: str) -> None:
         """Record ``req``'s end (``status`` at ``end_ms`` on ``proc``; ``error`` its text or ""), no Result."""
         fresh = self._fresh
-        fresh.append(_new(Ended, (req.id, req.model.name, status, req.arrival_ms, req.deadline_ms, proc,
-                                  req.start_ms, end_ms, req.frame, error)))
+        fresh.append((req.id, req.model.name, status, req.arrival_ms, req.deadline_ms, proc,
+                      req.start_ms, end_ms, req.frame, error))
         if len(fresh) >= FOLD_EVERY:
             self.fold()
         self.inflight -= 1
@@ -102,17 +85,13 @@ class Ends:
         return done
 
     def fold(self) -> None:
-        """Count the records ended since the last fold into the stats, and keep them."""
+        """Count the rows ended since the last fold into the stats, and keep them when records are kept."""
         stats = self.stats
-        for rec in self._fresh:
-            stats[rec.model].add(rec.status, rec.processor, rec.end_ms - rec.arrival_ms)
-        self._kept.extend(self._fresh)
+        for _id, model, status, arrival_ms, _dl, proc, _start, end_ms, _frame, _why in self._fresh:
+            stats[model].add(status, proc, end_ms - arrival_ms)
+        if self.kept is not None:
+            self.kept.extend(self._fresh)
         self._fresh = []
-
-    def kept(self) -> list[Ended]:
-        """The kept records, oldest first."""
-        self.fold()
-        return list(self._kept)
 
     def wait_idle(self, timeout_s: float) -> None:
         """Wait (the lock held) until nothing is in flight, at most ``timeout_s``."""

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import edgert
+from apps import xr_demo
 from apps.xr import check_frame, roi
 from apps.xr.anchors import AnchorOptions, generate_anchors
 from apps.xr.decode import weighted_nms
@@ -58,3 +59,11 @@ def test_bad_frames_raise_input_error_naming_the_frame():
     with pytest.raises(edgert.InputError, match="dtype int16"):
         check_frame(np.zeros((10, 10, 3), np.int16))
     assert check_frame(np.zeros((4, 4, 3))).dtype == np.float32
+
+
+def test_the_demo_keeps_a_bounded_window_of_frame_latencies() -> None:
+    st = xr_demo.StreamStats()
+    for ms in range(10 * xr_demo.STREAM_WINDOW):
+        st.latencies_ms.append(float(ms))
+    assert len(st.latencies_ms) == xr_demo.STREAM_WINDOW
+    assert st.latencies_ms.nbytes == xr_demo.STREAM_WINDOW * 8   # float64, fixed
