@@ -46,7 +46,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.append(str(Path(__file__).resolve().parent))   # after the packages: benchmarks/recursion.py is not them
 
 from _common import host_line, markdown_doc  # noqa: E402
 
@@ -206,7 +206,7 @@ def soak_recursion(minutes: float, every_s: float) -> Soak:
     stop.set()
     worker.join()
     soak.notes.append(f"{runs[0]} encode calls of 100 trees (~40 nodes) through the default runtime "
-                      f"({', '.join(recursion.runners.default_runtime().processors)})")
+                      f"({', '.join(default_runtime().processors)})")
     return soak
 
 

@@ -6,8 +6,8 @@ order) -> ``_decide`` (the policy decides; :mod:`scheduler.contract` applies its
 simulator) -> ``_worker`` (the queue that holds the :class:`Request`, the delegate that runs it) ->
 ``_ends`` (every request ends once, as one record) -> ``_handoff`` (which thread resolves the
 :class:`edgert.Result`, ``_result``, and why). ``_runtime`` is the public :class:`edgert.Runtime` (its
-API and model loading, ``_loader``); ``_frame``, ``_stats``, ``_trace`` and ``_validate`` are the frame
-deadlines, counters, trace lines and argument checks of that path.
+API and model loading, ``_loader``); ``_frame``, ``_stats``, ``_records``, ``_trace`` and ``_validate`` are the frame
+deadlines, counters (fixed memory), the records kept when asked, trace lines and argument checks of that path.
 
 Everything public is re-exported by :mod:`edgert`; the tools built on the core (``edgert.cli``,
 ``bench``, ``deploy``, ``testing``) live beside this package and the core never imports them
