@@ -23,6 +23,11 @@ with a face, a person and a hand, panning slowly (``apps.xr.assets.sample_frames
 ``--frames DIR`` (images), ``--video FILE`` or ``--synthetic`` is given; ``--show OUT.mp4`` writes the frames
 with the results drawn over them and ``--snapshot OUT.png`` a mosaic of the source's first frames
 processed in static-image mode.
+
+Memory stays flat however long it runs: each stream keeps its latest :data:`STREAM_WINDOW` frame
+latencies, and the runtime keeps the latest :data:`SUMMARY_RECORDS` requests (the summary's
+failure reasons and cloud line are over those), or the latest ``RECORDS_DEFAULT`` with ``--timeline`` /
+``--plot`` (``edgert.Runtime(records=)``).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from apps.xr.stages import describe
 from apps.xr_demo_media import ShowWriter, write_snapshot
 from apps.xr_demo_report import cloud_report, failure_reasons, reason_examples, report_text, summarize
 from edgert.extras import require
+from edgert.stats import LatencyRing
 from edgert.tables import width
 
 CAMERA_FPS = 30.0
@@ -77,6 +83,10 @@ STREAMS: tuple[Stream, ...] = (
 #: Frames by which each further user's camera lags the source: user k sees frame i - USER_LAG_FRAMES * k
 #: while user 0 sees frame i (on the 150-frame sample scene no two users see the same frame at once).
 USER_LAG_FRAMES = 40
+#: Frame latencies each stream keeps for its p50/p99 (the latest; over 2 minutes at 30 fps).
+STREAM_WINDOW = 4096
+#: Requests the runtime keeps for the summary's failure reasons and cloud line (about a minute at one user).
+SUMMARY_RECORDS = 20_000
 
 
 def user_streams(users: int = 1, streams: tuple[Stream, ...] = STREAMS) -> tuple[Stream, ...]:
@@ -116,7 +126,8 @@ class UserCameras:
 @dataclass(slots=True)
 class StreamStats:
     """Per-stream frame outcomes: frames taken, finished within the period with every stage ok, shed whole
-    by their budget before anything ran, instances found (hands, faces, poses; 1 per mask), and
+    by their budget before anything ran, instances found (hands, faces, poses; 1 per mask), the latest
+    :data:`STREAM_WINDOW` frame latencies (ms), and
     ``failed``: frames on which code of ours raised (a decoder, a tracker), ``first_failure`` the
     first such exception (``"stage: Type: message"``)."""
 
@@ -124,7 +135,7 @@ class StreamStats:
     on_time: int = 0
     shed: int = 0
     found: int = 0
-    latencies_ms: list[float] = field(default_factory=list)
+    latencies_ms: LatencyRing = field(default_factory=lambda: LatencyRing(STREAM_WINDOW))
     last: FrameResult | None = None
     failed: int = 0
     first_failure: str = ""
@@ -289,8 +300,10 @@ def main_from_args(args: argparse.Namespace) -> int:
     offload = None if args.offload in (None, "off") else args.offload
     frames, source = frame_source(args)
     with edgert.Runtime(delegates=demo_delegates(getattr(args, "delegates", "auto")), scheduler=args.scheduler,
-                        offload=offload, trace=args.trace, cpu_workers=args.cpu_workers) as rt:
+                        offload=offload, trace=args.trace, cpu_workers=args.cpu_workers,
+                        records=True if args.timeline or args.plot else SUMMARY_RECORDS) as rt:
         session = XRSession(rt, models_dir=_models_dir(args), users=getattr(args, "users", 1))
+        rss_start = rt.memory().get("rss_mb")   # the models loaded, the streams not yet started
         writer = ShowWriter(args.show, session.last_results, CAMERA_FPS) if args.show else None
         procs = ", ".join(f"{p} (a software adapter: the CPU cores)" if p.endswith("-sw") else p for p in rt.processors)
         title = f"edgert xr-demo: scheduler {rt.scheduler} on {procs}, {source}"
@@ -308,7 +321,7 @@ def main_from_args(args: argparse.Namespace) -> int:
         memory = rt.memory()   # before close: it counts the sessions open
         rt.close()
         summary = final_summary(rt, session, args.seconds, source)
-        summary["memory"] = memory
+        summary["memory"] = {**memory, "rss_start_mb": rss_start, "rss_end_mb": memory.get("rss_mb")}
         print()
         print(report_text(summary, rt.processors, f"{title}, summary over {args.seconds:.0f} s (p50/p99 in ms)",
                           total))

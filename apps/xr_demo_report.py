@@ -247,13 +247,16 @@ def report_text(summary: dict[str, Any], processors: Sequence[str], title: str, 
 
 
 def memory_line(memory: dict[str, Any] | None) -> str:
-    """The process's peak resident memory and what each model added when it loaded (MB, largest first),
-    with its copies where a model has more than one session (runs that overlapped)."""
+    """The process's resident memory at the start of the run (models loaded) and at its end, its peak, and
+    what each model added when it loaded (MB, largest first), with its copies where a model has more than
+    one session (runs that overlapped)."""
     if not memory:
         return ""
     models = sorted(((name, m) for name, m in memory.get("per_model", {}).items() if m.get("resident_mb") is not None),
                     key=lambda kv: -kv[1]["resident_mb"])
     shares = ", ".join(f"{name} {m['resident_mb']:.0f}" + (f" ({m['copies']} copies)" if m.get("copies", 1) > 1 else "")
                        for name, m in models)
-    return (f"memory: peak {memory['peak_rss_mb']:.0f} MB resident (VmHWM)"
+    start, end = memory.get("rss_start_mb"), memory.get("rss_end_mb")
+    span = f"{start:.0f} MB resident at the start, {end:.0f} MB at the end; " if start and end else ""
+    return (f"memory: {span}peak {memory['peak_rss_mb']:.0f} MB resident (VmHWM)"
             + (f"; loading added, MB: {shares}" if shares else ""))

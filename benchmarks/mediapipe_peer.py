@@ -119,7 +119,7 @@ def run_edgert(frame: np.ndarray, users: int, seconds: float, cpu_workers: int |
     """edgert's pipelines, one per stream per user, on one runtime. With ``records`` (a dict) it gets
     the runtime's finished requests (``"records"``, times in runtime ms) and the ``perf_counter`` s of
     the runtime clock's zero (``"t0_s"``)."""
-    with edgert.Runtime(cpu_workers=cpu_workers) as rt:
+    with edgert.Runtime(cpu_workers=cpu_workers, records=True) as rt:
         makers = []
         for u in range(users):
             for name, fps in STREAMS:

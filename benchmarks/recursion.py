@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, np.ndarray] = {}
 
     for workers in (1, 2):
-        with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=workers) as rt:
+        with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=workers, records=True) as rt:
             for memo in (True, False):
                 model = ChildSumTreeLSTM(weights, runtime=rt)
                 model.executor.memoize = memo

@@ -87,10 +87,10 @@ def queue_part(n_by_model: dict[str, int], rounds: int,
                                          "at once, 2 workers": [], "at once, auto": []}
         runs: dict[str, list[float]] = {k: [] for k in sides}
         gaps: dict[str, list[float]] = {k: [] for k in sides}
-        rts = {"edgert sync": edgert.Runtime(delegates=["ort-cpu"], cpu_workers=1),
-               "at once, 1 worker": edgert.Runtime(delegates=["ort-cpu"], cpu_workers=1),
-               "at once, 2 workers": edgert.Runtime(delegates=["ort-cpu"], cpu_workers=2),
-               "at once, auto": edgert.Runtime(delegates="auto")}
+        rts = {"edgert sync": edgert.Runtime(delegates=["ort-cpu"], cpu_workers=1, records=True),
+               "at once, 1 worker": edgert.Runtime(delegates=["ort-cpu"], cpu_workers=1, records=True),
+               "at once, 2 workers": edgert.Runtime(delegates=["ort-cpu"], cpu_workers=2, records=True),
+               "at once, auto": edgert.Runtime(delegates="auto", records=True)}
         try:
             ms = {k: rt.load(data, name=name, slo_ms=60_000.0) for k, rt in rts.items()}
             for _ in range(rounds):

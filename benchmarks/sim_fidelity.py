@@ -97,7 +97,7 @@ def live_run(seconds: float, scheduler: str | None, cpu_workers: int | None, tra
     paths = zoo.mediapipe_paths(models_dir)
     rng = np.random.default_rng(0)
     timed = TimedPolicy(make_policy(scheduler))
-    with edgert.Runtime(scheduler=timed, trace=trace, cpu_workers=cpu_workers) as rt:
+    with edgert.Runtime(scheduler=timed, trace=trace, cpu_workers=cpu_workers, records=True) as rt:
         models: dict[str, edgert.Model] = {}
         feeds: dict[str, list[np.ndarray]] = {}
         for _, _, stages in STREAMS:

@@ -100,6 +100,7 @@ class Ledger:
             with self._lock:
                 self._open.pop(key, None)
                 self._done.append((now, service))
+                self._forget_before(now - WINDOW_MS)
         fut.add_done_callback(finished)
 
     def ahead_ms(self, deadline_ms: float) -> float:
@@ -129,22 +130,32 @@ class Ledger:
         priced over the last WINDOW_MS (admitted or shed; 0 when none)."""
         now = self.rt.now_ms()
         with self._lock:
-            for q in (self._admitted, self._offered):
-                while q and q[0][0] < now - WINDOW_MS:
-                    q.popleft()
+            self._forget_before(now - WINDOW_MS)
             have = sum(w for t, w in self._admitted if t >= now - span_ms)
             mean = sum(w for _, w in self._offered) / len(self._offered) if self._offered else 0.0
         return have, mean
 
     def offer(self, work_ms: float) -> None:
         """Record a frame job of ``work_ms`` expected work priced now (admitted or not)."""
+        now = self.rt.now_ms()
         with self._lock:
-            self._offered.append((self.rt.now_ms(), work_ms))
+            self._offered.append((now, work_ms))
+            self._forget_before(now - WINDOW_MS)
 
     def admit(self, work_ms: float) -> None:
         """Record a frame job of ``work_ms`` expected work admitted now."""
+        now = self.rt.now_ms()
         with self._lock:
-            self._admitted.append((self.rt.now_ms(), work_ms))
+            self._admitted.append((now, work_ms))
+            self._forget_before(now - WINDOW_MS)
+
+    def _forget_before(self, t_ms: float) -> None:
+        """Drop the work that ended, was admitted or was priced before ``t_ms``: nothing older is ever read,
+        and the readers (:meth:`admitted_ms` only while the workers are busy, :meth:`busy_share` only for a
+        frame with a deadline) may not run for hours, so the recording side prunes too (lock held)."""
+        for q in (self._done, self._admitted, self._offered):
+            while q and q[0][0] < t_ms:
+                q.popleft()
 
     def finish_ms(self, chain_ms: float, deadline_ms: float = float("inf")) -> float:
         """When a chain of ``chain_ms`` (its critical path) due by ``deadline_ms``, submitted now, is expected to

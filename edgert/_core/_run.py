@@ -62,6 +62,7 @@ import numpy as np
 from delegates.base import Delegate, Session
 from edgert._core import _validate
 from edgert._core._frame import Frame, current_frame
+from edgert._core._records import RecordBuffer, Row
 from edgert._core._result import DROPPED, FAILED, LATE, OK, Result, completed, unwrap
 from edgert._core._stats import ModelStats
 from edgert._core._trace import TraceWriter
@@ -81,12 +82,10 @@ AHEAD_PENDING = 16
 REPROBE_MS = 2_000.0
 #: Frames kept for cascade stages to find theirs by index.
 FRAMES_KEPT = 4096
-#: A request's end appends its record only; every this many, the records are counted into the per-model
-#: stats and kept (:meth:`Ends.fold`), as ``stats()`` / ``records()`` do first: a stats call per request
-#: cost ~0.7 µs of a sync call's ~10, a fold ~30 µs every 64 requests.
+#: A request's end appends its row only; every this many, the rows are counted into the per-model
+#: stats (and kept, when the runtime keeps records) by :meth:`Ends.fold`, as ``stats()`` / ``records()`` do
+#: first: a stats call per request cost ~0.7 µs of a sync call's ~10, a fold ~30 µs every 64 requests.
 FOLD_EVERY = 64
-#: Finished requests kept for ``records()`` / timelines.
-RECORDS_KEPT = 200_000
 #: A decision that breaks the driver contract drops the request it names (the simulator raises instead):
 #: the app keeps running and every request still ends once. See scheduler.contract.
 ON_BROKEN = OnBroken.DROP
@@ -759,31 +758,16 @@ def cores() -> int:
 
 # --- 5. end --------------------------------------------------------------------------------------------------
 
-class Ended(NamedTuple):
-    """One request's end, as :class:`scheduler.timeline.RequestRecord` has it (times in ms; ``reason``: the
-    error's text, or "")."""
-
-    id: int
-    model: str
-    status: str
-    arrival_ms: float
-    deadline_ms: float
-    processor: str
-    start_ms: float
-    end_ms: float
-    frame: int
-    reason: str
-
-
 class Ends:
-    """Ends requests under the runtime's lock: one record each, counted into the per-model stats in batches of
-    :data:`FOLD_EVERY` (the last :data:`RECORDS_KEPT` kept), the Results collected in :attr:`results`.
+    """Ends requests under the runtime's lock: one row each, counted into the per-model stats in batches of
+    :data:`FOLD_EVERY` (and kept in :attr:`kept` when the app asked for records), the Results collected in
+    :attr:`results`.
 
     Args:
         lock: the runtime's lock (``close()`` waits on it until nothing is in flight).
     """
 
-    __slots__ = ("stats", "inflight", "closing", "results", "_idle", "_kept", "_fresh")
+    __slots__ = ("stats", "inflight", "closing", "results", "_idle", "kept", "_fresh")
 
     def __init__(self, lock: threading.Lock) -> None:
         #: model name -> counters (a model is added when loaded)
@@ -796,8 +780,9 @@ class Ends:
         #: releases it, when there are any
         self.results: list[tuple[Request, Result]] = []
         self._idle = threading.Condition(lock)
-        self._kept: deque[Ended] = deque(maxlen=RECORDS_KEPT)
-        self._fresh: list[Ended] = []   # ended since the last fold: not yet in stats or kept
+        #: the latest finished requests, when the app asked for them (``Runtime(records=)``); None: none kept
+        self.kept: RecordBuffer | None = None
+        self._fresh: list[Row] = []   # ended since the last fold: not yet in stats or kept
 
     def complete(self, req: Request, res: Result, proc: str, end_ms: float) -> None:
         """``req`` ended as ``res`` at ``end_ms`` on ``proc``: recorded, and collected to resolve."""
@@ -807,8 +792,8 @@ class Ends:
     def record(self, req: Request, status: str, proc: str, end_ms: float, error: str) -> None:
         """Record ``req``'s end (``status`` at ``end_ms`` on ``proc``; ``error`` its text or ""), no Result."""
         fresh = self._fresh
-        fresh.append(Ended(req.id, req.model.name, status, req.arrival_ms, req.deadline_ms, proc,
-                           req.start_ms, end_ms, req.frame, error))
+        fresh.append((req.id, req.model.name, status, req.arrival_ms, req.deadline_ms, proc,
+                      req.start_ms, end_ms, req.frame, error))
         if len(fresh) >= FOLD_EVERY:
             self.fold()
         self.inflight -= 1
@@ -831,17 +816,13 @@ class Ends:
         return done
 
     def fold(self) -> None:
-        """Count the records ended since the last fold into the stats, and keep them."""
+        """Count the rows ended since the last fold into the stats, and keep them when records are kept."""
         stats = self.stats
-        for rec in self._fresh:
-            stats[rec.model].add(rec.status, rec.processor, rec.end_ms - rec.arrival_ms)
-        self._kept.extend(self._fresh)
+        for _id, model, status, arrival_ms, _dl, proc, _start, end_ms, _frame, _why in self._fresh:
+            stats[model].add(status, proc, end_ms - arrival_ms)
+        if self.kept is not None:
+            self.kept.extend(self._fresh)
         self._fresh = []
-
-    def kept(self) -> list[Ended]:
-        """The kept records, oldest first."""
-        self.fold()
-        return list(self._kept)
 
     def wait_idle(self, timeout_s: float) -> None:
         """Wait (the lock held) until nothing is in flight, at most ``timeout_s``."""

@@ -38,6 +38,7 @@ from edgert._core._loader import (
     resolve_delegates,
 )
 from edgert._core._model import LoadedModel, Model, artifacts_of
+from edgert._core._records import RecordBuffer, records_capacity
 from edgert._power import PowerCounters, power_counters
 from edgert._core._stats import ModelStats
 from edgert._core._trace import TraceWriter
@@ -65,13 +66,17 @@ class Runtime:
             (gRPC; ``kserves://`` with TLS) or ``"kserve+http://host:port"`` (REST), options in the
             query (``model.NAME=SERVER[:VERSION]``, ``header=Name:Value``, ``ca=…``); with
             ``cpu_workers=0`` every request runs on the server.
-        trace: path of a JSONL file recording every request (DESIGN §6).
+        trace: path of a JSONL file recording every request (DESIGN §6), written as they end.
         cpu_workers: CPU workers (single-threaded runs; they share one copy of each model); None = one per core.
         warmup_runs: timed warm-up runs per model and delegate that seed the estimator.
         profile: a device profile (a shipped name such as ``"galaxy-s23"``, a JSON path, or a
             DeviceProfile, e.g. from ``edgert profile``); where it has a model, its latencies
             seed the estimator instead of the warm-up's.
         alpha: the estimator's moving-average weight of a new measurement.
+        records: keep finished requests for :meth:`records` / :meth:`write_timeline`: False (the
+            default) keeps none, True the latest ``RECORDS_DEFAULT`` (200,000; about 13 MB), a number N
+            the latest N, in columns allocated once at the start (:mod:`edgert._core._records`), so
+            memory stays flat however long the runtime runs. ``stats()`` needs none.
 
     Raises:
         ConfigError: unknown scheduler or delegate name, or bad option (each argument is checked
@@ -83,13 +88,15 @@ class Runtime:
     def __init__(self, delegates: str | Sequence[str] = "auto", scheduler: str | Policy | None = None,
                  offload: str | None = None, trace: str | Path | None = None,
                  cpu_workers: int | None = None, *, warmup_runs: int = 3, alpha: float = 0.1,
-                 profile: str | Path | DeviceProfile | None = None) -> None:
+                 profile: str | Path | DeviceProfile | None = None, records: bool | int = False) -> None:
         _validate.runtime_args(delegates, scheduler, offload, trace, cpu_workers, warmup_runs, alpha)
+        keep = records_capacity(records)
         policy = make_policy(scheduler) if scheduler is None or isinstance(scheduler, str) else scheduler
         self._warmup_runs = warmup_runs
         self._profile = _profile_of(profile)
         self._delegates = resolve_delegates(delegates)
         d = self._dispatcher = Dispatcher(policy, LatencyEstimator(alpha), TraceWriter(trace) if trace is not None else None)
+        d.ends.kept = RecordBuffer(keep) if keep else None
         workers = make_workers(self._delegates, cpu_slots(self._delegates, cpu_workers), d.lock)
         name_software_workers(workers)   # a software adapter's worker is gpu-sw, never gpu
         if offload not in (None, "off"):
@@ -243,13 +250,28 @@ class Runtime:
             return runtime_memory(list(d.models.values()), d.workers)
 
     def records(self) -> list[RequestRecord]:
-        """Finished requests (the most recent RECORDS_KEPT), oldest first; times in runtime ms."""
+        """The latest finished requests (as many as ``Runtime(records=)`` keeps), oldest first; times in
+        runtime ms.
+
+        Raises:
+            ConfigError: the runtime keeps no records (``records=False``, the default).
+        """
+        ends = self._dispatcher.ends
+        if ends.kept is None:
+            raise ConfigError("this runtime keeps no per-request records (records=False, the default, so memory "
+                              "stays flat); create it with edgert.Runtime(records=True) or records=N to keep "
+                              "the latest N")
         with self._dispatcher.lock:
-            kept = self._dispatcher.ends.kept()
-        return [RequestRecord(*fields) for fields in kept]
+            ends.fold()
+            held = ends.kept.held()
+        return held.records()   # the rows are built after the lock is released
 
     def write_timeline(self, path: str | Path) -> None:
-        """Chrome trace-event JSON of the finished requests, one track per processor (Perfetto)."""
+        """Chrome trace-event JSON of the finished requests, one track per processor (Perfetto).
+
+        Raises:
+            ConfigError: the runtime keeps no records (create it with ``records=True``).
+        """
         write_chrome_trace(path, self.records(), self.processors)
 
     def close(self, timeout_s: float = 30.0) -> None:

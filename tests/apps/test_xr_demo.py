@@ -39,8 +39,13 @@ def test_xr_demo_runs_and_reports(tmp_path, mediapipe_dir):
         assert models.get(n, {"requests": 0})["requests"] == 0
     lines = [json.loads(x) for x in trace.read_text().splitlines()]
     assert {x["model"] for x in lines} >= {"palm_detection_full", "selfie_segmentation"}
-    assert "traceEvents" in json.loads(tl.read_text())
+    events = json.loads(tl.read_text())["traceEvents"]
+    # every request is on the timeline (the demo keeps records when asked for one), once
+    assert len({e["args"]["id"] for e in events if e["ph"] in ("X", "i")}) == sum(m["requests"] for m in models.values())
     assert "frames whose whole cascade met its deadline" in proc.stdout
+    memory = summary["memory"]
+    assert memory["rss_start_mb"] > 0 and memory["rss_end_mb"] > 0
+    assert re.search(r"memory: \d+ MB resident at the start, \d+ MB at the end", proc.stdout)
 
 
 @pytest.mark.slow

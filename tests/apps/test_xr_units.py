@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import edgert
+from apps import xr_demo
 from apps.xr import check_frame, roi
 from apps.xr.anchors import AnchorOptions, generate_anchors
 from apps.xr.decode import weighted_nms
@@ -58,3 +59,55 @@ def test_bad_frames_raise_input_error_naming_the_frame():
     with pytest.raises(edgert.InputError, match="dtype int16"):
         check_frame(np.zeros((10, 10, 3), np.int16))
     assert check_frame(np.zeros((4, 4, 3))).dtype == np.float32
+
+
+def test_the_demo_keeps_a_bounded_window_of_frame_latencies() -> None:
+    st = xr_demo.StreamStats()
+    for ms in range(10 * xr_demo.STREAM_WINDOW):
+        st.latencies_ms.append(float(ms))
+    assert len(st.latencies_ms) == xr_demo.STREAM_WINDOW
+    assert st.latencies_ms.nbytes == xr_demo.STREAM_WINDOW * 8   # float64, fixed
+
+
+class _SteppedRuntime:
+    """Test double for the runtime a ledger reads: one CPU worker, a clock that moves 1 ms per read,
+    no estimates."""
+
+    processors = ["cpu0"]
+
+    def __init__(self) -> None:
+        self.t_ms = 0.0
+        self.estimator = self
+
+    def now_ms(self) -> float:
+        self.t_ms += 1.0
+        return self.t_ms
+
+    def expected_ms(self, model: str, processor: str) -> None:
+        return None
+
+
+def test_the_ledger_keeps_only_its_window_however_many_jobs_ran() -> None:
+    """Priced, admitted and finished jobs older than WINDOW_MS are forgotten as new ones are recorded,
+    even when nothing reads them (an idle host never asks admitted_ms): N then 10×N jobs, same lengths."""
+    from concurrent.futures import Future   # noqa: PLC0415
+
+    from apps.xr.budget import WINDOW_MS, Ledger   # noqa: PLC0415
+
+    class Done:   # test double for a finished request's result
+        status, latency_ms, queued_ms = "ok", 1.0, 0.0
+
+    led = Ledger(_SteppedRuntime())   # type: ignore[arg-type]
+
+    def jobs(n: int) -> tuple[int, int, int]:
+        for _ in range(n):
+            led.offer(1.0)
+            led.admit(1.0)
+            fut: Future = Future()
+            led.track(fut, "m")
+            fut.set_result(Done())
+        return len(led._offered), len(led._admitted), len(led._done)
+
+    n = int(2 * WINDOW_MS)
+    after_n = jobs(n)
+    assert jobs(10 * n) == after_n and max(after_n) <= WINDOW_MS

@@ -234,7 +234,7 @@ def test_below_a_burst_a_running_worker_is_shown_busy_and_nothing_is_queued_ahea
 # -- the timeline --
 
 def test_the_timeline_has_a_track_for_every_processor_even_one_that_ran_nothing(tmp_path) -> None:
-    with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=2) as rt:
+    with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=2, records=True) as rt:
         rt.write_timeline(tmp_path / "t.json")
     events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
     assert {e["args"]["name"] for e in events if e.get("name") == "thread_name"} == {"cpu0", "cpu1"}

@@ -195,7 +195,7 @@ def test_frame_shares_deadline_and_trace_replays(tmp_path, model_dir):
 
 
 def test_timeline_has_a_track_per_processor(tmp_path, model_dir):
-    with edgert.Runtime() as rt:
+    with edgert.Runtime(records=True) as rt:
         m = rt.load(model_dir / "cnn.tflite")
         for f in [m.submit(genmodels.example_inputs("cnn")) for _ in range(20)]:
             f.result()
@@ -386,7 +386,7 @@ def test_a_sync_call_whose_accelerator_faults_gets_its_outputs_from_the_re_place
     gpu = FlakyGpuDelegate()   # (a sync caller runs the request on its own thread: no future until it is re-placed)
     prof = DeviceProfile("p", [ProcessorSpec("cpu0", "cpu"), ProcessorSpec("gpu", "gpu")],
                          {"tiny": {"cpu0": 50.0, "gpu": 0.01}})
-    with edgert.Runtime(delegates=["ort-cpu", gpu], cpu_workers=1, profile=prof) as rt:
+    with edgert.Runtime(delegates=["ort-cpu", gpu], cpu_workers=1, profile=prof, records=True) as rt:
         m = rt.load(model_dir / "tiny.onnx", slo_ms=60_000.0)
         x = genmodels.example_inputs("tiny")
         first = m(x)

@@ -21,7 +21,7 @@ X = np.zeros((1, 256, 256, 3), np.float32)
 
 
 def _submit_and_close(mediapipe_dir: Path, scheduler: str, timeout_s: float | None) -> tuple[list, edgert.Runtime]:
-    rt = edgert.Runtime(scheduler=scheduler, cpu_workers=1, warmup_runs=1)
+    rt = edgert.Runtime(scheduler=scheduler, cpu_workers=1, warmup_runs=1, records=True)
     m = rt.load(mediapipe_dir / "pose_landmark_full.tflite", name="pose")
     futs = [m.submit(X) for _ in range(N)]
     if timeout_s is None:

@@ -84,7 +84,8 @@ def _same_times(res, rec) -> None:
 
 
 def test_a_dropped_result_and_its_record_carry_every_field(model_dir):
-    with edgert.Runtime(scheduler=LeavesEverythingPending(), delegates=["ort-cpu"], cpu_workers=1) as rt:
+    with edgert.Runtime(scheduler=LeavesEverythingPending(), delegates=["ort-cpu"], cpu_workers=1,
+                        records=True) as rt:
         m = rt.load(model_dir / "tiny.onnx", name="tiny")
         with rt.frame(deadline_ms=10_000.0) as f:
             res = m.submit(genmodels.example_inputs("tiny")).result()
@@ -101,7 +102,7 @@ def test_a_dropped_result_and_its_record_carry_every_field(model_dir):
 
 @pytest.mark.bug_log_expected   # the second runtime's policy raises on purpose
 def test_a_failed_result_and_its_record_carry_every_field(model_dir):
-    with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=1) as rt:
+    with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=1, records=True) as rt:
         m = rt.load(model_dir / "raises.onnx", name="raises", slo_ms=60_000.0)
         x = genmodels.example_inputs("raises")
         res = m.submit({"x": x["x"], "fail": np.int64(1)}).result()
@@ -114,7 +115,7 @@ def test_a_failed_result_and_its_record_carry_every_field(model_dir):
     assert isinstance(res.error, edgert.InferenceError) and "raises" in str(res.error)
     _same_times(res, rec)
     assert rec.processor == "cpu0" and rec.reason == str(res.error)
-    with edgert.Runtime(scheduler=Raises(), delegates=["ort-cpu"], cpu_workers=1) as rt:  # never placed
+    with edgert.Runtime(scheduler=Raises(), delegates=["ort-cpu"], cpu_workers=1, records=True) as rt:  # never placed
         res = rt.load(model_dir / "tiny.onnx", name="tiny").submit(genmodels.example_inputs("tiny")).result()
         (rec,) = rt.records()
     assert (res.status, res.processor, res.queued_ms) == ("failed", "", res.latency_ms)
@@ -124,7 +125,7 @@ def test_a_failed_result_and_its_record_carry_every_field(model_dir):
 
 
 def test_a_completed_result_and_its_record_carry_every_field(model_dir):
-    with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=1) as rt:
+    with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=1, records=True) as rt:
         m = rt.load(model_dir / "tiny.onnx", name="tiny", slo_ms=60_000.0)
         with rt.frame(deadline_ms=50_000.0) as f:
             res = m.submit(genmodels.example_inputs("tiny")).result()
@@ -187,7 +188,7 @@ def test_sync_calls_end_without_a_result_yet_every_end_is_counted_and_recorded(m
     from edgert._core._run import FOLD_EVERY
 
     n = 2 * FOLD_EVERY + 3
-    with edgert.Runtime(scheduler="round_robin", delegates=["ort-cpu"], cpu_workers=1) as rt:
+    with edgert.Runtime(scheduler="round_robin", delegates=["ort-cpu"], cpu_workers=1, records=True) as rt:
         x = genmodels.example_inputs("tiny")
         roomy = rt.load(model_dir / "tiny.onnx", name="roomy", slo_ms=600_000.0)
         tight = rt.load(model_dir / "tiny.onnx", name="tight", slo_ms=1e-6)
