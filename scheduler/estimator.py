@@ -60,25 +60,24 @@ class LatencyEstimator:
 
     def update(self, model: str, processor: str, measured_ms: float) -> float:
         """Fold one measured latency (ms) into the moving average; return the new estimate. A pair
-        measured before it was ever seeded takes that measurement as its prior too.
+        measured before it was ever seeded takes that measurement as its prior too."""
+        return self.update_shared(model, processor, (), measured_ms)
 
-        Called once per run by both drivers (the simulator's every simulated run), so it is the one
-        place the moving average is written, kept to a dict read and a dict write."""
+    def update_shared(self, model: str, processor: str, peers: tuple[str, ...], measured_ms: float) -> float:
+        """:meth:`update` ``processor``'s estimate and give each of ``peers`` it already knows the same value
+        (processors that are one, seen as several slots: one moving average over all their runs); the new ms.
+
+        The one place the moving average is written: the live runtime calls it after every run, the
+        simulator (through :meth:`update`) after every simulated run."""
         key = (model, processor)
-        old = self._ms.get(key)
+        table = self._ms
+        old = table.get(key)
         if old is None:
             self._prior[key] = new = measured_ms
             self.prior_version += 1
         else:
             new = old + self.alpha * (measured_ms - old)
-        self._ms[key] = new
-        return new
-
-    def update_shared(self, model: str, processor: str, peers: tuple[str, ...], measured_ms: float) -> float:
-        """:meth:`update` ``processor``'s estimate and give each of ``peers`` it already knows the same value
-        (processors that are one, seen as several slots: one moving average over all their runs); the new ms."""
-        new = self.update(model, processor, measured_ms)
-        table = self._ms
+        table[key] = new
         for peer in peers:
             if peer != processor and (model, peer) in table:
                 table[(model, peer)] = new

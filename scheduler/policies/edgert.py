@@ -253,7 +253,7 @@ class EdgertPolicy:
         pending, processors, estimator = view   # one unpack: cheaper than a field read at each use
         if not pending:
             return []
-        if len(pending) == 1 and pending[0][3] == _INF and self.green is None and (not self.use_plan or self.plan.idle):
+        if len(pending) == 1 and pending[0].deadline_ms == _INF and self.green is None and (not self.use_plan or self.plan.idle):
             out = self._best_effort(pending[0], view, now_ms)   # a sync caller's request with no deadline
             if out is not None:
                 return out

@@ -85,23 +85,22 @@ class RequestColumns(NamedTuple):
 class RootArrivals:
     """The workload's root arrivals, instant by instant (its sorted columns, read once)."""
 
-    __slots__ = ("_t_ms", "_ids", "_next")
+    __slots__ = ("_t_ms", "_ids", "_next", "next_ms")
 
     def __init__(self, workload: Workload) -> None:
         self._t_ms, self._ids = root_arrivals(workload)   # in arrival order; the times end with inf
         self._next = 0
-
-    def next_ms(self) -> float:
-        """When the next root requests arrive (ms; inf when none is left)."""
-        return self._t_ms[self._next]
+        #: when the next root requests arrive (ms; inf when none is left)
+        self.next_ms: float = self._t_ms[0]
 
     def take(self) -> list[int]:
-        """The ids of every request arriving at :meth:`next_ms`, in id order; the instant is consumed."""
+        """The ids of every request arriving at :attr:`next_ms`, in id order; the instant is consumed."""
         t_ms, i = self._t_ms, self._next
         j = i + 1
         while t_ms[j] == t_ms[i]:
             j += 1
         self._next = j
+        self.next_ms = t_ms[j]
         return self._ids[i:j]
 
 
@@ -201,8 +200,12 @@ class Simulation:
         self._reset()
         self._on_tick, self._tick_every = on_tick, tick_every
         arrivals = RootArrivals(self.workload)
+        heap = self._heap
         try:
-            while (now := self._next_instant(arrivals)) != math.inf:
+            while True:   # the next instant: the first event due or the next root arrivals, whichever is first
+                now = heap[0].at_ms if heap and heap[0].at_ms < arrivals.next_ms else arrivals.next_ms
+                if now == math.inf:
+                    break
                 self._step(now, arrivals)
         except Exception as exc:
             exc.add_note(f"raised at simulated t = {self.now_ms:.3f} ms")
@@ -240,13 +243,6 @@ class Simulation:
         self.decisions = 0
         self.now_ms = 0.0
 
-    def _next_instant(self, arrivals: RootArrivals) -> float:
-        """When the next event is due or the next root requests arrive, whichever is first (ms; inf: the end)."""
-        t_ms = arrivals.next_ms()
-        if self._heap and self._heap[0].at_ms < t_ms:
-            return self._heap[0].at_ms
-        return t_ms
-
     def _step(self, now: float, arrivals: RootArrivals) -> None:
         """Everything that happens at instant ``now``, in SimPy's order: the events due, the root arrivals,
         then one decision over whatever is pending."""
@@ -258,7 +254,7 @@ class Simulation:
                 self._run_ends(event.request, now)
             else:
                 self._ready_now((event.request,), now)
-        if arrivals.next_ms() == now:
+        if arrivals.next_ms == now:
             self._ready_now(arrivals.take(), now)
             self._groups_done += 1
             if self._on_tick is not None and self._groups_done % self._tick_every == 0:
