@@ -1,4 +1,4 @@
-"""One copy of a model however many workers run it (issue #32).
+"""One copy of a model however many workers run it.
 
 A runtime has one CPU worker per core, and every one of them may run every model. Opening a
 session per worker multiplies the model's memory by the worker count (each LiteRT interpreter

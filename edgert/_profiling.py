@@ -11,7 +11,7 @@ identical single-threaded workers), the others are the kind itself (``gpu``,
 model, the column holds the fastest p50 and ``sources`` names all of them;
 ``sources["delegate/<model>/<processor>"]`` names the one the number is from.
 
-Instances per GPU (issue 28): for a path that serves several sessions of one model on one GPU (ORT's
+Instances per GPU: for a path that serves several sessions of one model on one GPU (ORT's
 CUDA / TensorRT EPs: ``serves_instances``), :func:`measure_instances` runs 1, 2, 4 sessions from as
 many threads and :func:`record_instances` writes the count :func:`~delegates._ort_serving.choose_instances`
 picks into the profile's ``instances[model][processor]`` (top-level JSON key; :func:`save_profile`) with

@@ -1,4 +1,4 @@
-"""Power and thermal figures of a device profile (issue #19): parsing and validation.
+"""Power and thermal figures of a device profile: parsing and validation.
 
 Both sections are optional; a profile without them keeps working and the
 simulator then accounts no energy and models no heat. JSON shape::

@@ -38,7 +38,7 @@ _SHARED: weakref.WeakKeyDictionary[edgert.Runtime, dict[str, edgert.Model]] = we
 
 #: Largest error a path may add to a MediaPipe model's answer, as a share of each output's range, checked
 #: once per path at load against the fp32 CPU answer (``rt.load(tolerance=)``). Meant to let fp16 take
-#: models it barely moves (face_landmark: at most 0.66 off on an H100's LiteRT GPU accelerator, issue 27)
+#: models it barely moves (face_landmark: at most 0.66 off on an H100's LiteRT GPU accelerator)
 #: and keep pose_landmark_full, off by up to 793 there, on an fp32 path. Not yet checked on a GPU.
 MODEL_TOLERANCE = 1e-2
 

@@ -112,7 +112,7 @@ class LoadedModel:
         """
         static = self.static_inputs
         if static is not None and type(inputs) is dict and len(inputs) == len(static):
-            out = []   # the common case, checked inline (issue 29: a sync call's every request): else the full check
+            out = []   # the common case, checked inline (a sync call's every request): else the full check
             for name, dtype, shape in static:
                 v = inputs.get(name)
                 if type(v) is not np.ndarray or v.dtype is not dtype or v.shape != shape or not v.flags.c_contiguous:

@@ -1,6 +1,6 @@
 """An emulated arm64 Linux board for tests: a Debian 12 minbase arm64 root under qemu-user, reached over real ssh.
 
-The board is what ``edgert deploy linux`` is tested against (issue #38): Debian's own ``debootstrap``
+The board is what ``edgert deploy linux`` is tested against: Debian's own ``debootstrap``
 builds an arm64 root with ``python3``, ``python3-venv``, ``python3-pip`` and ``openssh-server`` (no rsync,
 no device tree); ``qemu-user-static``'s binfmt_misc entry runs its binaries as a Cortex-A76 (``QEMU_CPU``);
 its own ``sshd`` listens on

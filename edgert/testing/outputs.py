@@ -1,6 +1,6 @@
 """Run models on one delegate path and save their inputs and answers, to compare two machines' answers.
 
-The output contract across architectures (issue #38): run the models on x86, ship the file to an
+The output contract across architectures: run the models on x86, ship the file to an
 arm64 board, run the same inputs there with ``--inputs``, bring the answers home and compare them
 within fp32 tolerance (ARM's kernels are not x86's: the sums run in another order). ::
 

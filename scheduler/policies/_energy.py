@@ -1,4 +1,4 @@
-"""edgert's energy and heat objective (issue #19): the energy figures it decides with, and its choice.
+"""edgert's energy and heat objective: the energy figures it decides with, and its choice.
 
 Deadlines first. :class:`Greener` only ever moves a request from the placement
 the deadline rules chose to one that also makes its effective deadline, with

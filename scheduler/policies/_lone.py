@@ -1,4 +1,4 @@
-"""edgert's decision on a lone pending request, without the general placement (issue 29: a sync call's cost).
+"""edgert's decision on a lone pending request, without the general placement (a sync call's cost).
 
 Two shortcuts :meth:`~scheduler.policies.edgert.EdgertPolicy.decide` takes when they apply: :func:`best_effort`
 (a request without a deadline while every processor is idle and local) and :func:`lone` (one request pending,
@@ -59,7 +59,7 @@ def lone(policy: EdgertPolicy, req: RequestView, procs: Processors, estimator: L
     it is placed in time (free now, or a claim after a wait); None for the general path (:meth:`EdgertPolicy._place`).
 
     The same answer and the same state change as :meth:`EdgertPolicy._place` on that snapshot, at a third of its cost
-    (a sync caller's every request comes here: issue 29); ``tests/scheduler/test_edgert_lone.py`` pins
+    (a sync caller's every request comes here); ``tests/scheduler/test_edgert_lone.py`` pins
     the two together over random snapshots.
     """
     names, ready, is_cloud = procs.names, procs.ready, procs.is_cloud

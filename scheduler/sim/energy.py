@@ -1,4 +1,4 @@
-"""Energy accounting of a simulated run (issue #19): per invocation, per processor, per run.
+"""Energy accounting of a simulated run: per invocation, per processor, per run.
 
 The figures come from the profile (``scheduler.power`` documents the JSON):
 

@@ -1,4 +1,4 @@
-"""Energy and heat of a simulated run (issue #19): the driver's two hooks and the run's energy report.
+"""Energy and heat of a simulated run: the driver's two hooks and the run's energy report.
 
 Heat: one :class:`~scheduler.sim.thermal.ThermalModel` per device, heated by
 ``baseline_w`` + every processor's ``idle_w`` + each run's energy above idle

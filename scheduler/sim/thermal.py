@@ -1,4 +1,4 @@
-"""A lumped RC heat model of a device and the throttling it causes (issue #19).
+"""A lumped RC heat model of a device and the throttling it causes.
 
 One thermal node per device::
 
