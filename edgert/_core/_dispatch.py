@@ -201,7 +201,8 @@ class Dispatcher:
             deadline = now + m.slo_ms if m.slo_ms is not None else math.inf
         frame = f.index if f is not None else -1
         downstream = sum(self._fastest_ms(n) for n in m.then) if m.then else 0.0
-        view = _new(RequestView, (rid, m.name, now, deadline, stream, frame, downstream, m.allowed))
+        priority = f.priority if f is not None and f.priority is not None else m.priority
+        view = _new(RequestView, (rid, m.name, now, deadline, stream, frame, downstream, m.allowed, priority))
         req = Request(rid, m, feeds, now, deadline, view, key, frame)
         self._pending[rid] = req
         self.ends.inflight += 1

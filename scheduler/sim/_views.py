@@ -37,7 +37,7 @@ def tuple_builder(cls: type) -> Callable[..., Any]:
     return fn
 
 
-#: ``RequestView(id, model, arrival_ms, deadline_ms, stream, frame, downstream_ms, allowed)``
+#: ``RequestView(id, model, arrival_ms, deadline_ms, stream, frame, downstream_ms, allowed, priority)``
 request_view = tuple_builder(RequestView)
 #: ``ProcessorView(name, kind, busy_until_ms, queued_ms, n_queued, available, slots, free_slots)``
 processor_view = tuple_builder(ProcessorView)

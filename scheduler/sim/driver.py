@@ -223,7 +223,7 @@ class Simulation:
         for rid in rids:
             ready[rid] = now
             pending[rid] = _new(RequestView, (rid, model[rid], now, deadline[rid], stream[rid], frame[rid], down[rid],
-                                              None))
+                                              None, "normal"))
 
     def _complete(self, rid: int, now: float) -> None:
         """A heap event at ``now``: request ``rid``'s run ends (its processor starts the head of its FIFO queue, its

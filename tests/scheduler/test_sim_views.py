@@ -17,7 +17,7 @@ from scheduler.types import ProcessorView, RequestView, SchedulerView
 
 
 def test_request_view_equals_the_constructor_and_stays_frozen():
-    fast = request_view(3, "hand", 1.5, 23.7, "hand#b1", 7, 2.25, None)
+    fast = request_view(3, "hand", 1.5, 23.7, "hand#b1", 7, 2.25, None, "normal")
     slow = RequestView(3, "hand", 1.5, 23.7, "hand#b1", 7, 2.25, None)
     assert type(fast) is RequestView and fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
     with pytest.raises(AttributeError):
@@ -28,7 +28,7 @@ def test_processor_and_scheduler_views_equal_the_constructors():
     pv = processor_view("cloud", "cloud", 0.0, 12.5, 2, True, 4, 1)
     assert pv == ProcessorView("cloud", "cloud", 0.0, 12.5, 2, True, 4, 1)
     assert pv.ready_at_ms(3.0) == 15.5 and not pv.is_idle(3.0)
-    rv = request_view(0, "m", 0.0, math.inf, "m", -1, 0.0, None)
+    rv = request_view(0, "m", 0.0, math.inf, "m", -1, 0.0, None, "normal")
     sv = scheduler_view((rv,), (pv,), None)
     assert sv == SchedulerView((rv,), (pv,), None)
 
