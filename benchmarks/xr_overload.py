@@ -57,6 +57,8 @@ CELLS: dict[str, tuple[int, bool, bool]] = {"hog1": (1, True, False), "users2": 
                                             "users3": (3, False, False), "pin1": (1, False, True)}
 DEFAULT_PRIORITY = "hands=critical,face=high,pose=normal,segmentation=low"
 SYSTEMS = ("mediapipe", "edgert", "edgert+prio")
+#: ablation, on request: with priorities, but the policy does not keep room for the next critical frame
+ABLATION = "edgert+prio-noroom"
 
 
 @dataclass(slots=True)
@@ -200,8 +202,10 @@ def one_run(system: str, frames: list[np.ndarray], users: int, seconds: float,
             return run_cell(answers, len(frames), seconds), []
         finally:
             close()
-    with edgert.Runtime() as rt:
-        answers = edgert_answers(rt, frames, users, priority if system == "edgert+prio" else {})
+    from scheduler.policies.edgert import EdgertPolicy  # noqa: PLC0415
+
+    with edgert.Runtime(scheduler=EdgertPolicy(keep_room=system != ABLATION)) as rt:
+        answers = edgert_answers(rt, frames, users, priority if system != "edgert" else {})
         tallies = run_cell(answers, len(frames), seconds)
         return tallies, _ladder_steps(rt)
 
@@ -216,7 +220,7 @@ def rows_of(cell: str, run: int, system: str, tallies: dict[str, Tally], seconds
         expected = seconds * fps[kind]
         e = np.abs(t.errors_ms) if t.errors_ms else None
         out.append({"cell": cell, "run": run, "system": system, "stream": name,
-                    "priority": priority.get(kind, "normal") if system == "edgert+prio" else "-",
+                    "priority": priority.get(kind, "normal") if system.startswith("edgert+prio") else "-",
                     "on_time_pct": 100.0 * t.on_time / expected, "late_pct": 100.0 * t.late / t.frames if t.frames else 0.0,
                     "fps": t.on_time / seconds, "score": t.score / expected, "frames": t.frames, "late": t.late,
                     "shed": t.shed, "dropped": t.dropped,
@@ -307,7 +311,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--cells", nargs="+", default=["hog1", "users2"], choices=tuple(CELLS))
     ap.add_argument("--runs", type=int, default=2)
-    ap.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
+    ap.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=(*SYSTEMS, ABLATION))
     ap.add_argument("--priority", default=DEFAULT_PRIORITY, help="stream=level,… for the edgert+prio runs")
     ap.add_argument("--frames", default=None, help="a directory of images (default: the moving sample scene)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "xr_overload.md"))

@@ -17,6 +17,10 @@ throughput sustains. Here every stream of a runtime is on one :class:`RateLadder
   the least important stream that can still step (``low`` before ``normal`` before ``high``
   before ``critical``; of equals, the one whose frames cost the most time per second). A critical
   stream keeps its full rate while any lower stream can still yield.
+* **Cloud, the last rung**: when the stream to step is already at the bottom and the runtime has a
+  cloud worker (``--offload``) whose measured latency for the stream's chain fits its period, the
+  stream goes to the cloud (its frames run there only, ``rt.frame(processors=["cloud"])``) instead
+  of collapsing; it comes back first when there is room again.
 * **Up**: when no stream missed more than :data:`UP_MISS` over the window, the workers' busy share
   plus what the faster rate adds stays under :data:`UP_BUSY_MAX`, the stream's chain fits the
   faster period, and the stream has held its rung for its hold time, the most important stream
@@ -90,6 +94,10 @@ class StreamRate:
     last_step_ms: float = float("-inf")
     last_up_ms: float = float("-inf")
     hold_ms: float = UP_HOLD_MS
+    #: its chain's expected ms on the cloud worker (None: no cloud, or not measured)
+    cloud_ms: float | None = None
+    #: its frames run on the cloud worker (the ladder's last rung)
+    offloaded: bool = False
     outcomes: deque[tuple[float, bool]] = field(default_factory=deque)   # (ms, missed)
 
     @property
@@ -110,9 +118,10 @@ class StreamRate:
         n = len(q)
         return (sum(m for _, m in q) / n if n else 0.0), n
 
-    def fits(self, rung: int) -> bool:
-        """Its chain fits its period at ``rung``."""
-        return self.chain_ms <= FIT_SHARE * 1000.0 * RUNGS[rung] / self.fps
+    def fits(self, rung: int, cloud: bool = False) -> bool:
+        """Its chain (on the cloud worker with ``cloud``) fits its period at ``rung``."""
+        chain = self.chain_ms if not cloud else self.cloud_ms if self.cloud_ms is not None else float("inf")
+        return chain <= FIT_SHARE * 1000.0 * RUNGS[rung] / self.fps
 
 
 class RateLadder:
@@ -157,14 +166,16 @@ class RateLadder:
             return True
 
     def note(self, name: str, now_ms: float, missed: bool, chain_ms: float | None = None,
-             busy_share: float = 0.0) -> Step | None:
+             busy_share: float = 0.0, cloud_ms: float | None = None) -> Step | None:
         """Count a frame of ``name`` taken (``missed``: skipped by its budget, late or a stage dropped), its
-        chain's expected ms when known, and the workers' busy share (0‥1); the step this made, if any."""
+        chain's expected ms when known (locally; ``cloud_ms`` on the cloud worker, None without one), and the
+        workers' busy share (0‥1); the step this made, if any."""
         with self._lock:
             s = self.streams[name]
             s.outcomes.append((now_ms, missed))
             if chain_ms is not None:
                 s.chain_ms = chain_ms
+            s.cloud_ms = cloud_ms
             step = self._step_down(now_ms) or self._step_up(now_ms, busy_share)
             if step is not None:
                 self.steps.append(step)
@@ -188,11 +199,24 @@ class RateLadder:
                    f"{worst.period_ms:.1f} ms period")
         else:
             able = [s for s in self.streams.values() if s.rung < last]
-            if not able:
-                return None
-            victim = min(able, key=lambda s: (-RANK[s.priority], -s.chain_ms * s.fps_now, s.name))
             why = f"{worst.name} ({worst.priority}) missed {share:.0%} of its frames over the last {WINDOW_MS:.0f} ms"
+            if not able:
+                return self._offload(worst, now_ms, why)
+            victim = min(able, key=lambda s: (-RANK[s.priority], -s.chain_ms * s.fps_now, s.name))
         return self._move(victim, now_ms, +1, why)
+
+    def _offload(self, worst: StreamRate, now_ms: float, why: str) -> Step | None:
+        """The last rung: the least important stream at the bottom whose chain fits its period on the cloud
+        worker goes there (None when none does)."""
+        able = [s for s in self.streams.values() if not s.offloaded and s.fits(s.rung, cloud=True)]
+        if not able:
+            return None
+        s = min(able, key=lambda s: (-RANK[s.priority], -s.chain_ms * s.fps_now, s.name))
+        s.offloaded, s.last_step_ms, self._last_down = True, now_ms, now_ms
+        for t in self.streams.values():
+            t.outcomes.clear()
+        return Step(now_ms, s.name, s.fps_now, s.fps_now,
+                    f"to the cloud: {why}; its chain takes {s.cloud_ms:.1f} ms there, within its {s.period_ms:.1f} ms period")
 
     def _step_up(self, now_ms: float, busy_share: float) -> Step | None:
         if now_ms - self._last_up < UP_GAP_MS or now_ms - self._last_down < UP_GAP_MS:
@@ -201,6 +225,15 @@ class RateLadder:
             m, n = s.miss_share(now_ms)
             if n and m > UP_MISS:
                 return None
+        back = [s for s in self.streams.values() if s.offloaded and now_ms - s.last_step_ms >= s.hold_ms]
+        if back:   # from the cloud first, the most important first
+            s = min(back, key=lambda s: (RANK[s.priority], s.name))
+            added = s.chain_ms * s.fps_now / 1000.0
+            if busy_share + added > UP_BUSY_MAX or not s.fits(s.rung):
+                return None
+            s.offloaded, s.last_step_ms, self._last_up = False, now_ms, now_ms
+            return Step(now_ms, s.name, s.fps_now, s.fps_now, f"back from the cloud: workers {busy_share:.0%} busy "
+                                                              f"(+{added:.0%} with it)")
         down = [s for s in self.streams.values() if s.rung > 0 and now_ms - s.last_step_ms >= s.hold_ms
                 and s.fits(s.rung - 1)]
         if not down:
@@ -226,6 +259,12 @@ class RateLadder:
         for t in self.streams.values():   # the next decision sees the new rates' outcomes only
             t.outcomes.clear()
         return Step(now_ms, s.name, before, s.fps_now, why)
+
+    def offloaded(self, name: str) -> bool:
+        """Whether stream ``name`` runs on the cloud worker (the ladder's last rung)."""
+        with self._lock:
+            s = self.streams.get(name)
+            return s is not None and s.offloaded
 
     def rates(self) -> dict[str, float]:
         """Each stream's rate now (fps)."""

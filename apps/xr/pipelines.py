@@ -212,22 +212,23 @@ class Pipelines:
             return out
         budget_ms = ladder.streams[self.stream].period_ms
         probe = FrameBudget(ledger, start + budget_ms, priority=self.priority)
-        why, predicted, chain, lean = self._admission(probe)
+        cloud_ms, offloaded = self._cloud_ms(), ladder.offloaded(self.stream)
+        why, predicted, chain, lean = self._cloud_admission(probe, cloud_ms) if offloaded else self._admission(probe)
         out.budget_ms = budget_ms
         if why:
             run = Runner(probe)
             self._shed(run, why)
             out.shed, out.stages = why, run.stages
-            ladder.note(self.stream, start, True, chain, ledger.busy_share())
+            ladder.note(self.stream, start, True, chain, ledger.busy_share(), cloud_ms)
             return out
-        self._run(frame, out, budget_ms, ledger, lean)
+        self._run(frame, out, budget_ms, ledger, lean, ("cloud",) if offloaded else None)
         end = self.rt.now_ms()
         out.elapsed_ms, out.predicted_ms = end - start, predicted - start
         out.late = out.elapsed_ms > budget_ms
         self.errors_ms.append((end, out.elapsed_ms - out.predicted_ms))
         self.all_errors_ms.append(out.elapsed_ms - out.predicted_ms)
         missed = out.late or any(v.status not in ("ok", "skipped") for v in out.stages.values())
-        ladder.note(self.stream, end, missed, chain, ledger.busy_share())
+        ladder.note(self.stream, end, missed, chain, ledger.busy_share(), cloud_ms)
         return out
 
     @property
@@ -239,11 +240,11 @@ class Pipelines:
         return lad
 
     def _run(self, frame: np.ndarray, out: FrameResult, deadline_ms: float | None, ledger: Ledger | None,
-             lean: bool) -> FrameResult:
+             lean: bool, where: tuple[str, ...] | None = None) -> FrameResult:
         """Submit the enabled streams' stages on ``frame`` inside one runtime frame of ``deadline_ms`` (None:
-        none), priced by ``ledger``'s budget when given, and wait for them."""
+        none), on the processors ``where`` (None: any), priced by ``ledger``'s budget when given, and wait."""
         masks: list[np.ndarray] = []
-        ctx = (self.rt.frame(deadline_ms, priority=self.priority) if deadline_ms is not None
+        ctx = (self.rt.frame(deadline_ms, priority=self.priority, processors=where) if deadline_ms is not None
                else contextlib.nullcontext())
         with ctx as f:
             budget = (FrameBudget(ledger, f.deadline_ms, lean=lean, priority=self.priority)
@@ -299,6 +300,29 @@ class Pipelines:
         self.frames_rescued += bool(why)
         budget.ledger.admit(work)
         return "", predicted, chain, bool(why)
+
+    def _cloud_ms(self) -> float | None:
+        """The expected ms of this frame's longest cascade on the cloud worker (full models), or None: no cloud
+        worker, or a model it has not measured."""
+        if "cloud" not in self.rt.processors:
+            return None
+        runs = [("hands", self.hands), ("faces", self.faces), ("poses", self.pose), ("segmentation", self.segmenter)]
+        exp = self.rt.estimator.expected_ms
+        chains: list[float] = []
+        for name, part in runs:
+            ms = [exp(m, "cloud") for m in CASCADES[name][:2]] if part is not None else []
+            if any(v is None for v in ms):
+                return None
+            chains.append(sum(v for v in ms if v is not None))
+        return max(chains, default=None)
+
+    def _cloud_admission(self, budget: FrameBudget, cloud_ms: float | None) -> tuple[str, float, float | None, bool]:
+        """A frame of a stream its ladder sent to the cloud: skipped when its cascade's expected ms there, plus its
+        recent prediction error, is after its deadline; (why, predicted finish, None: no local chain, lean)."""
+        span = budget.deadline_ms - budget.start_ms
+        chain = cloud_ms if cloud_ms is not None else float("inf")
+        _, why = skip_reason(span, chain, chain, self._error_margin_ms(budget.start_ms))
+        return (f"frame skipped whole (on the cloud): {why}" if why else ""), budget.start_ms + chain, None, False
 
     def _error_margin_ms(self, now_ms: float) -> float:
         """A high quantile (:data:`ERROR_QUANTILE`) of this stream's finish-time prediction errors of the last

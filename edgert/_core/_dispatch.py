@@ -202,7 +202,8 @@ class Dispatcher:
         frame = f.index if f is not None else -1
         downstream = sum(self._fastest_ms(n) for n in m.then) if m.then else 0.0
         priority = f.priority if f is not None and f.priority is not None else m.priority
-        view = _new(RequestView, (rid, m.name, now, deadline, stream, frame, downstream, m.allowed, priority))
+        allowed = f.allowed if f is not None and f.allowed is not None else m.allowed
+        view = _new(RequestView, (rid, m.name, now, deadline, stream, frame, downstream, allowed, priority))
         req = Request(rid, m, feeds, now, deadline, view, key, frame)
         self._pending[rid] = req
         self.ends.inflight += 1

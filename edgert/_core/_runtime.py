@@ -42,7 +42,7 @@ from edgert._power import PowerCounters, power_counters
 from edgert._core._stats import ModelStats
 from edgert._core._trace import TraceWriter
 from edgert._core._worker import make_workers
-from edgert.errors import ConfigError, EdgeRTError
+from edgert.errors import ConfigError, EdgeRTError, did_you_mean
 from scheduler.estimator import LatencyEstimator
 from scheduler.priority import check as check_priority
 from scheduler.profile import DeviceProfile
@@ -207,7 +207,7 @@ class Runtime:
 
     @contextmanager
     def frame(self, budget_ms: float | None = None, *, deadline_ms: float | None = None,
-              priority: str | None = None) -> Iterator[Frame]:
+              priority: str | None = None, processors: Sequence[str] | None = None) -> Iterator[Frame]:
         """Requests issued inside share one absolute deadline: now + the frame's budget (ms).
 
         ``budget_ms`` is a time span from now; every other ``deadline_ms`` of edgert (``Result``,
@@ -215,10 +215,12 @@ class Runtime:
         name DESIGN.md gives this argument, kept: ``rt.frame(deadline_ms=33.3)`` is the same budget
         as ``rt.frame(33.3)`` or ``rt.frame(budget_ms=33.3)``; give one of them. ``priority=`` (``critical``,
         ``high``, ``normal``, ``low``) is the importance of every request issued inside (default: each
-        model's own, ``rt.load(priority=)``).
+        model's own, ``rt.load(priority=)``). ``processors=`` restricts those requests to some of
+        :attr:`processors` (e.g. ``["cloud"]``: an XR stream offloaded as its rate ladder's last rung).
 
         Raises:
-            ConfigError: neither or both given, a budget that is not a number of ms > 0, an unknown priority.
+            ConfigError: neither or both given, a budget that is not a number of ms > 0, an unknown priority
+                or processor.
         """
         if (budget_ms is None) == (deadline_ms is None):
             raise ConfigError("rt.frame() takes one budget in ms: rt.frame(33.3), rt.frame(budget_ms=33.3) or "
@@ -228,8 +230,12 @@ class Runtime:
         if not budget > 0:
             raise ConfigError(f"frame {name} must be > 0, got {budget}")
         level = None if priority is None else check_priority(priority, "frame priority")
+        where = None if processors is None else _validate.names(processors, "processors")
+        for p in where or ():
+            if p not in self.processors:
+                raise did_you_mean("processor", p, self.processors)
         f = self._dispatcher.new_frame(budget)
-        f.priority = level
+        f.priority, f.allowed = level, where
         tok = current_frame.set(f)
         try:
             yield f

@@ -204,6 +204,8 @@ class EdgertPolicy:
         stale_ms: a local estimate no run has refreshed for this long (ms), of a model refused on it,
             starts aging back toward its prior (see the module docstring, 10); None: estimates never age.
         stale_half_life_ms: how fast a stale estimate then ages (ms: the gap to its prior halves).
+        keep_room: a request below critical leaves the last processor free in time for a critical stream's
+            next frame (see the module docstring, 11); False: priorities only order.
         **plan_options: :class:`~scheduler.policies._overload.OverloadPlan`
             options (``target``, ``shed_target``, ``replan_ms`` …).
 
@@ -215,14 +217,14 @@ class EdgertPolicy:
     #: it takes ``objective`` and ``energy`` (``scheduler.registry.make_policy`` passes the profile's)
     energy_aware: ClassVar[bool] = True
 
-    __slots__ = ("_idle", "ager", "cloud_margin", "eft_slack", "green", "guard_ms", "k_local", "margin", "objective", "plan",
+    __slots__ = ("_idle", "ager", "cloud_margin", "eft_slack", "green", "guard_ms", "k_local", "keep_room", "margin", "objective", "plan",
                  "prioritized", "refused", "room", "risky_margin", "short_first", "supersede", "use_plan", "watch", "window")
 
     def __init__(self, supersede: bool = True, margin: float = 0.2, cloud_margin: float = 0.4,
                  guard_ms: float = 5.0, eft_slack: float = 1.0, plan: bool = True, risky_margin: float = 0.05,
                  window: int = 32, objective: str = "balanced", energy: EnergyTable | None = None,
                  heat_horizon_ms: float = 60_000.0, short_first: float = 2.0, stale_ms: float | None = 1000.0,
-                 stale_half_life_ms: float = 500.0, **plan_options: Any) -> None:
+                 stale_half_life_ms: float = 500.0, keep_room: bool = True, **plan_options: Any) -> None:
         for label, value in (("margin", margin), ("cloud_margin", cloud_margin), ("guard_ms", guard_ms),
                              ("eft_slack", eft_slack), ("risky_margin", risky_margin), ("short_first", short_first)):
             if not value >= 0:
@@ -244,6 +246,7 @@ class EdgertPolicy:
         self.risky_margin = risky_margin
         self.short_first = short_first
         self.use_plan = plan
+        self.keep_room = keep_room
         self.prioritized = False   # a request declared a level other than normal (then _reserve's rules apply)
         self.room = CriticalRoom()
         self.plan = OverloadPlan(risky_margin=risky_margin, **plan_options)
@@ -388,7 +391,7 @@ class EdgertPolicy:
             if r.priority == "critical":
                 room.see(r, min((ms for p in procs.local if (ms := est(r.model, p)) is not None), default=0.0))
         starts = [] if room.empty else room.next_starts(now_ms, self.k_local)
-        return priority_urgency(key), room_gate(starts, procs.is_cloud) if starts else None
+        return priority_urgency(key), room_gate(starts, procs.is_cloud) if starts and self.keep_room else None
 
     #: the lone-request shortcuts (:mod:`scheduler.policies._lone`), as methods so a test double can switch
     #: them off, bound straight to the functions (a delegating method would cost a call on every sync request)

@@ -137,3 +137,33 @@ def test_hysteresis_a_rate_that_does_not_hold_is_retried_later_each_time():
 def test_a_frame_expected_late_is_never_started(span, chain, predicted, margin, capacity, kind):
     got, why = skip_reason(span, chain, predicted, margin, capacity)
     assert got == kind and bool(why) == bool(kind)
+
+
+def test_the_cloud_is_the_last_rung_and_the_first_to_come_back():
+    """Every stream at the bottom and still missing: the least important whose chain fits its period on the
+    cloud worker goes there, rather than collapsing; with room again it comes back before any rate steps up."""
+    lad = _ladder((("hands", "critical"), ("pose", "low")))
+    for s in lad.streams.values():
+        s.rung = len(L.RUNGS) - 1
+    t = 0.0
+    while t < 2000.0:
+        for name in lad.streams:
+            if lad.take(name, t):
+                lad.note(name, t, name == "hands", busy_share=0.95, cloud_ms=40.0)
+        t += 1000.0 / 30.0
+    moves = [s for s in lad.steps if s.reason.startswith("to the cloud")]
+    assert [s.stream for s in moves] == ["pose", "hands"] and lad.offloaded("pose")
+    assert "its chain takes 40.0 ms there, within its 100.0 ms period" in moves[0].reason
+    _quiet(lad, t, 10.0)
+    back = [s for s in lad.steps if s.reason.startswith("back from the cloud")]
+    assert [s.stream for s in back] == ["hands", "pose"] and not lad.offloaded("hands")
+    ups = [i for i, s in enumerate(lad.steps) if s.to_fps > s.from_fps]
+    assert ups and min(ups) > lad.steps.index(back[-1])
+
+
+def test_no_cloud_rung_without_a_cloud_that_fits():
+    lad = _ladder((("pose", "low"),))
+    lad.streams["pose"].rung = len(L.RUNGS) - 1
+    for k in range(60):
+        lad.note("pose", k * 100.0, True, busy_share=0.95, cloud_ms=None if k < 30 else 500.0)
+    assert lad.steps == [] and not lad.offloaded("pose")
