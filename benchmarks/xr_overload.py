@@ -57,6 +57,8 @@ CELLS: dict[str, tuple[int, bool, bool]] = {"hog1": (1, True, False), "users2": 
                                             "users3": (3, False, False), "pin1": (1, False, True)}
 DEFAULT_PRIORITY = "hands=critical,face=high,pose=normal,segmentation=low"
 SYSTEMS = ("mediapipe", "edgert", "edgert+prio")
+#: the last edgert run's Pipelines by stream (what their budgets decided goes in the log)
+PIPES: dict[str, Pipelines] = {}
 #: ablation, on request: with priorities, but the policy does not keep room for the next critical frame
 ABLATION = "edgert+prio-noroom"
 
@@ -173,6 +175,8 @@ def edgert_answers(rt: edgert.Runtime, frames: list[np.ndarray], users: int,
         for name, fps in STREAMS:
             px = Pipelines(rt, tracking=True, priority=priority, stream=_name(name, u, users), **EDGERT_CONFIG[name])
             px.process(frames[0])
+
+            PIPES[_name(name, u, users)] = px
 
             def answer(i: int, px: Pipelines = px, ms: float = 1000.0 / fps) -> Outcome:
                 r = px.process(frames[i], deadline_ms=ms)
@@ -339,9 +343,12 @@ def main() -> int:
                     new = rows_of(cell, run, system, tallies, args.seconds, priority)
                     rows += new
                     for r in new:
+                        px = PIPES.get(r["stream"]) if system != "mediapipe" else None
+                        why = px.elastic_counts()["frames_shed_by"] if px is not None else {}
                         print(f"{cell} run {run} {system:<12} {r['stream']:<15} on time {r['on_time_pct']:5.1f}%  "
                               f"late {r['late_pct']:4.1f}%  fps {r['fps']:4.1f}  score {r['score']:.2f}  "
-                              f"err {r['err_abs_ms']:.1f}/{r['err_p90_ms']:.1f} ms  frames {r['frames']}", flush=True)
+                              f"err {r['err_abs_ms']:.1f}/{r['err_p90_ms']:.1f} ms  frames {r['frames']} "
+                              f"shed {r['shed']} {why} dropped {r['dropped']}", flush=True)
         finally:
             if proc:
                 stop.set()

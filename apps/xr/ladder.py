@@ -47,9 +47,9 @@ RUNGS: tuple[int, ...] = (1, 2, 3)
 WINDOW_MS = 1000.0
 #: a stream that missed this share of its frames over the window makes one stream step down
 DOWN_MISS = 0.2
-#: fewest frames in the window before its miss share counts
-MIN_FRAMES = 4
-#: least time between two steps down (ms): each step's effect is seen before the next
+#: fewest frames in the window before its miss share counts (fewer for a stream slower than that per window)
+MIN_FRAMES = 6
+#: least time after any step before a step down (ms): each step's effect is seen before the next
 DOWN_HOLD_MS = 700.0
 #: every stream missed at most this share over the window for a step up
 UP_MISS = 0.05
@@ -182,12 +182,12 @@ class RateLadder:
             return step
 
     def _step_down(self, now_ms: float) -> Step | None:
-        if now_ms - self._last_down < DOWN_HOLD_MS:
+        if now_ms - max(self._last_down, self._last_up) < DOWN_HOLD_MS:
             return None
         worst, share = None, 0.0
         for s in self.streams.values():
             m, n = s.miss_share(now_ms)
-            if n >= MIN_FRAMES and m >= DOWN_MISS and m > share:
+            if n >= min(MIN_FRAMES, 0.8 * s.fps_now * WINDOW_MS / 1000.0) and m >= DOWN_MISS and m > share:
                 worst, share = s, m
         if worst is None:
             return None

@@ -108,7 +108,7 @@ def test_no_step_up_without_room():
     t = _overload(lad, "hands", 0.0, 3.0)
     n = len(lad.steps)
     _quiet(lad, t, 20.0, busy=0.79)   # + what the faster rate adds > UP_BUSY_MAX
-    assert len(lad.steps) == n
+    assert not [s for s in lad.steps[n:] if s.to_fps > s.from_fps]
 
 
 def test_hysteresis_a_rate_that_does_not_hold_is_retried_later_each_time():
@@ -156,7 +156,7 @@ def test_the_cloud_is_the_last_rung_and_the_first_to_come_back():
     assert "its chain takes 40.0 ms there, within its 100.0 ms period" in moves[0].reason
     _quiet(lad, t, 10.0)
     back = [s for s in lad.steps if s.reason.startswith("back from the cloud")]
-    assert [s.stream for s in back] == ["hands", "pose"] and not lad.offloaded("hands")
+    assert sorted(s.stream for s in back) == ["hands", "pose"] and not lad.offloaded("hands")
     ups = [i for i, s in enumerate(lad.steps) if s.to_fps > s.from_fps]
     assert ups and min(ups) > lad.steps.index(back[-1])
 
