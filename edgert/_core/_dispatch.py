@@ -208,7 +208,7 @@ class Dispatcher:
         self._pending[rid] = req
         self.ends.inflight += 1
         if self.trace is not None:
-            self.trace.request(t_trace, m.name, deadline, req.trace_id, after_key)
+            self.trace.request(t_trace, m.name, deadline, req.trace_id, after_key, priority)
         return req
 
     def _fastest_ms(self, model: str) -> float:

@@ -166,8 +166,9 @@ class Simulation:
         self._seq = 0                                     # completions at one end time complete in start order
         self._mcode: list[int] = wl.model.tolist()        # by request id: its model's code
         # by request id: the fields of its RequestView (model, stream, frame, deadline ms, downstream ms)
+        levels = np.array([wl.priorities.get(s, "normal") for s in wl.streams] or ["normal"], object)
         self._cols = (np.array(wl.models, object)[wl.model].tolist(), np.array(wl.streams, object)[wl.stream].tolist(),
-                      wl.frame.tolist(), (wl.t_ms + wl.slo_ms).tolist(), self._downstream)
+                      wl.frame.tolist(), (wl.t_ms + wl.slo_ms).tolist(), self._downstream, levels[wl.stream].tolist())
         self._ema, self._alpha = self.estimator.ema_table(), self.estimator.alpha   # updated in place by each run
         self._views = [p.idle_view for p in self.processors]
         self._pviews = tuple(self._views)
@@ -218,12 +219,12 @@ class Simulation:
 
     def _ready_now(self, rids: Sequence[int], now: float) -> None:
         """Requests ``rids`` arrive (or, cascade stages, become ready): pending from ``now``, in order."""
-        model, stream, frame, deadline, down = self._cols
+        model, stream, frame, deadline, down, level = self._cols
         ready, pending = self._ready, self._pending
         for rid in rids:
             ready[rid] = now
             pending[rid] = _new(RequestView, (rid, model[rid], now, deadline[rid], stream[rid], frame[rid], down[rid],
-                                              None, "normal"))
+                                              None, level[rid]))
 
     def _complete(self, rid: int, now: float) -> None:
         """A heap event at ``now``: request ``rid``'s run ends (its processor starts the head of its FIFO queue, its

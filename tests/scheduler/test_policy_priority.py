@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.errors import ConfigError
+from scheduler.errors import ConfigError, TraceError
 from scheduler.policies.edgert import EdgertPolicy
 from scheduler.policies._reserve import CriticalRoom, stands_in_the_way
 from scheduler.priority import check, parse_levels
+from scheduler.profile import DeviceProfile, ProcessorSpec
+from scheduler.sim import SimConfig, read_trace, run_simulation
 from scheduler.types import RequestView
 from tests.scheduler.policy_snapshots import plan, proc, view
 
@@ -93,3 +95,31 @@ def test_levels_are_checked_with_a_hint():
         parse_levels("hand=critical", ["hands", "face"])
     with pytest.raises(ConfigError, match="stream=level"):
         parse_levels("hands", ["hands"])
+
+
+def test_a_traces_priority_reaches_the_policy_and_a_stream_has_one(tmp_path):
+    seen: dict[str, str] = {}
+
+    class Records(EdgertPolicy):
+        """Test double: edgert's own policy, noting each request's priority."""
+
+        def decide(self, view, now_ms):
+            for r in view.pending:
+                seen[r.model] = r.priority
+            return super().decide(view, now_ms)
+
+    lines = ['{"t_ms": 0, "model": "hand", "slo_ms": 30, "priority": "critical"}',
+             '{"t_ms": 1, "model": "seg", "slo_ms": 60, "priority": "low"}', '{"t_ms": 2, "model": "pose", "slo_ms": 60}']
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert read_trace(path).priorities == {"hand": "critical", "seg": "low"}
+    device = DeviceProfile("test-device", [ProcessorSpec("cpu", "cpu")],
+                           {m: {"cpu": 3.0} for m in ("hand", "seg", "pose")})
+    run_simulation(SimConfig(trace=path, profile=device, scheduler=Records()))
+    assert seen == {"hand": "critical", "seg": "low", "pose": "normal"}
+    path.write_text(lines[0] + '\n{"t_ms": 5, "model": "hand", "slo_ms": 30, "priority": "low"}\n')
+    with pytest.raises(TraceError, match="a stream has one priority"):
+        read_trace(path)
+    path.write_text('{"t_ms": 5, "model": "hand", "priority": "urgent"}\n')
+    with pytest.raises(TraceError, match="priority must be one of critical, high, normal, low"):
+        read_trace(path)
