@@ -59,8 +59,8 @@ DEFAULT_PRIORITY = "hands=critical,face=high,pose=normal,segmentation=low"
 SYSTEMS = ("mediapipe", "edgert", "edgert+prio")
 #: the last edgert run's Pipelines by stream (what their budgets decided goes in the log)
 PIPES: dict[str, Pipelines] = {}
-#: ablation, on request: with priorities, but the policy does not keep room for the next critical frame
-ABLATION = "edgert+prio-noroom"
+#: ablation, on request: with priorities, and the policy keeps room for the next critical frame (keep_room)
+ABLATION = "edgert+prio+room"
 
 
 @dataclass(slots=True)
@@ -208,7 +208,7 @@ def one_run(system: str, frames: list[np.ndarray], users: int, seconds: float,
             close()
     from scheduler.policies.edgert import EdgertPolicy  # noqa: PLC0415
 
-    with edgert.Runtime(scheduler=EdgertPolicy(keep_room=system != ABLATION)) as rt:
+    with edgert.Runtime(scheduler=EdgertPolicy(keep_room=system == ABLATION)) as rt:
         answers = edgert_answers(rt, frames, users, priority if system != "edgert" else {})
         tallies = run_cell(answers, len(frames), seconds)
         return tallies, _ladder_steps(rt)

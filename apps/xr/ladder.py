@@ -49,6 +49,8 @@ WINDOW_MS = 1000.0
 DOWN_MISS = 0.2
 #: fewest frames in the window before its miss share counts (fewer for a stream slower than that per window)
 MIN_FRAMES = 6
+#: misses in the first WARMUP_MS after the ladder's first frame do not count (first runs, estimates settling)
+WARMUP_MS = 1000.0
 #: least time after any step before a step down (ms): each step's effect is seen before the next
 DOWN_HOLD_MS = 700.0
 #: every stream missed at most this share over the window for a step up
@@ -125,15 +127,21 @@ class StreamRate:
 
 
 class RateLadder:
-    """Every stream's rung on one runtime, stepped by misses (see the module doc)."""
+    """Every stream's rung on one runtime, stepped by misses (see the module doc).
 
-    def __init__(self) -> None:
+    Args:
+        warmup_ms: misses in this long (ms) after the ladder's first frame do not count.
+    """
+
+    def __init__(self, warmup_ms: float = WARMUP_MS) -> None:
+        self.warmup_ms = warmup_ms
         self._lock = threading.Lock()
         self.streams: dict[str, StreamRate] = {}
         self.steps: list[Step] = []
         self._names: set[str] = set()
         self._last_down = float("-inf")
         self._last_up = float("-inf")
+        self._first_ms: float | None = None
 
     def add(self, name: str, priority: str, fps: float) -> StreamRate:
         """Put stream ``name`` on the ladder at its nominal ``fps`` (again: its level and rate are updated)."""
@@ -172,6 +180,9 @@ class RateLadder:
         workers' busy share (0‥1); the step this made, if any."""
         with self._lock:
             s = self.streams[name]
+            self._first_ms = now_ms if self._first_ms is None else self._first_ms
+            if now_ms - self._first_ms < self.warmup_ms:
+                return None
             s.outcomes.append((now_ms, missed))
             if chain_ms is not None:
                 s.chain_ms = chain_ms

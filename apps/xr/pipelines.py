@@ -41,9 +41,10 @@ MAX_SHED_STREAK = 20
 ERRORS_KEPT = 64
 #: A prediction error older than this (ms) no longer counts in the margin (a busy spell passes).
 ERROR_TTL_MS = 2000.0
-#: The quantile of the recent prediction errors (actual finish - predicted, ms) added to a frame's
-#: predicted finish before it is compared with its deadline.
-ERROR_QUANTILE = 0.9
+#: By level, the quantile of the recent prediction errors (actual finish - predicted, ms) added to a frame's
+#: predicted finish before it is compared with its deadline: a critical frame is skipped only when it is
+#: more likely late than not (skipping it is a sure miss of the stream that matters most).
+ERROR_QUANTILE = {"critical": 0.5, "high": 0.75, "normal": 0.9, "low": 0.9}
 #: The streams a Pipelines can run, as ``priority=`` dicts name them.
 STREAM_NAMES = ("hands", "face", "pose", "segmentation")
 _LADDERS: weakref.WeakKeyDictionary[edgert.Runtime, RateLadder] = weakref.WeakKeyDictionary()
@@ -325,14 +326,14 @@ class Pipelines:
         return (f"frame skipped whole (on the cloud): {why}" if why else ""), budget.start_ms + chain, None, False
 
     def _error_margin_ms(self, now_ms: float) -> float:
-        """A high quantile (:data:`ERROR_QUANTILE`) of this stream's finish-time prediction errors of the last
+        """A quantile (:data:`ERROR_QUANTILE`, by level) of this stream's finish-time prediction errors of the last
         :data:`ERROR_TTL_MS` (ms, at least 0; 0 with fewer than 4 of them)."""
         q = self.errors_ms
         while q and q[0][0] < now_ms - ERROR_TTL_MS:
             q.popleft()
         if len(q) < 4:
             return 0.0
-        return max(0.0, float(np.quantile([e for _, e in q], ERROR_QUANTILE)))
+        return max(0.0, float(np.quantile([e for _, e in q], ERROR_QUANTILE[self.priority])))
 
     def _critical_reserve(self, span_ms: float) -> float:
         """Expected work (ms) the critical streams on this runtime's ladder need over ``span_ms``: the room

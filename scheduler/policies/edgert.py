@@ -130,9 +130,9 @@ whose processors run one invocation at a time. One decision:
 
 11. **Priorities** (:mod:`~scheduler.policies._reserve`; ``RequestView.priority``): once a request
    declares a level other than ``normal``, the urgency key takes a lead by level (critical first among
-   requests due about together), and a request below critical does not take the last local processor
-   free in time for a critical stream's next frame (its arrival predicted from the stream's period):
-   it waits while another processor is busy. With every request ``normal`` nothing changes.
+   requests due about together); with ``keep_room`` a request below critical does not take the last local
+   processor free in time for a critical stream's next frame (its arrival predicted from the stream's
+   period): it waits while another processor is busy. With every request ``normal`` nothing changes.
 
 No clock, no I/O, no randomness. The only state carried between decisions
 is the overload plan's (stream rates, shares, each pending request's fate), the heat estimate and
@@ -205,7 +205,10 @@ class EdgertPolicy:
             starts aging back toward its prior (see the module docstring, 10); None: estimates never age.
         stale_half_life_ms: how fast a stale estimate then ages (ms: the gap to its prior halves).
         keep_room: a request below critical leaves the last processor free in time for a critical stream's
-            next frame (see the module docstring, 11); False: priorities only order.
+            next frame (see the module docstring, 11); False (the default): priorities only order. Measured on
+            the XR demo's streams on 2 cores it cost more than it gave (``benchmarks/xr_overload.py``, system
+            ``edgert+prio+room``): held runs left a core idle until the critical frame came, and the held
+            frames then missed; the pipelines keep the critical streams' room in their admission instead.
         **plan_options: :class:`~scheduler.policies._overload.OverloadPlan`
             options (``target``, ``shed_target``, ``replan_ms`` …).
 
@@ -224,7 +227,7 @@ class EdgertPolicy:
                  guard_ms: float = 5.0, eft_slack: float = 1.0, plan: bool = True, risky_margin: float = 0.05,
                  window: int = 32, objective: str = "balanced", energy: EnergyTable | None = None,
                  heat_horizon_ms: float = 60_000.0, short_first: float = 2.0, stale_ms: float | None = 1000.0,
-                 stale_half_life_ms: float = 500.0, keep_room: bool = True, **plan_options: Any) -> None:
+                 stale_half_life_ms: float = 500.0, keep_room: bool = False, **plan_options: Any) -> None:
         for label, value in (("margin", margin), ("cloud_margin", cloud_margin), ("guard_ms", guard_ms),
                              ("eft_slack", eft_slack), ("risky_margin", risky_margin), ("short_first", short_first)):
             if not value >= 0:

@@ -12,7 +12,7 @@ XR = (("hands", "critical"), ("face", "high"), ("pose", "normal"), ("segmentatio
 
 
 def _ladder(levels=XR, chain_ms: float = 5.0) -> RateLadder:
-    lad = RateLadder()
+    lad = RateLadder(warmup_ms=0.0)
     for name, level in levels:
         lad.add(name, level, 30.0)
         lad.streams[name].chain_ms = chain_ms
@@ -167,3 +167,12 @@ def test_no_cloud_rung_without_a_cloud_that_fits():
     for k in range(60):
         lad.note("pose", k * 100.0, True, busy_share=0.95, cloud_ms=None if k < 30 else 500.0)
     assert lad.steps == [] and not lad.offloaded("pose")
+
+
+def test_misses_while_warming_up_do_not_count():
+    lad = RateLadder()
+    lad.add("pose", "normal", 30.0)
+    for k in range(int(L.WARMUP_MS / 33.0)):
+        assert lad.note("pose", k * 33.0, True, busy_share=0.95) is None
+    t = _overload(lad, "pose", L.WARMUP_MS, 1.0)
+    assert lad.steps and lad.steps[0].t_ms >= L.WARMUP_MS and t > L.WARMUP_MS

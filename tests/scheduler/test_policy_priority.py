@@ -57,7 +57,7 @@ def _with_critical_stream(pol: EdgertPolicy) -> None:
     ("pose", 0.0, True),      # both free: it takes one, the other stays free
 ])
 def test_a_long_low_run_does_not_take_the_last_processor_a_critical_frame_needs(model, other_busy_until, placed):
-    pol = EdgertPolicy(plan=False)
+    pol = EdgertPolicy(plan=False, keep_room=True)
     _with_critical_stream(pol)
     v = view([_r(10, model, 50.0, 200.0, "low")], [proc("cpu0"), proc("cpu1", busy_until=other_busy_until)], LAT)
     out = plan(pol.decide(v, 50.0))
@@ -67,7 +67,7 @@ def test_a_long_low_run_does_not_take_the_last_processor_a_critical_frame_needs(
 
 
 def test_without_a_critical_stream_a_long_run_takes_the_processor():
-    pol = EdgertPolicy(plan=False)
+    pol = EdgertPolicy(plan=False, keep_room=True)
     for t in (0.0, 100.0 / 3.0):   # the same stream, declared high: no room is kept for it
         pol.decide(view([_r(int(t), "hand", t, t + 33.3, "high")], [proc("cpu0"), proc("cpu1")], LAT), t)
     v = view([_r(10, "pose", 50.0, 200.0, "low")], [proc("cpu0"), proc("cpu1", busy_until=200.0)], LAT)
