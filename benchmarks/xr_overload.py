@@ -253,7 +253,7 @@ def bar_lines(rows: list[dict], cells: list[str]) -> list[str]:
         worst = min(r["on_time_pct"] for r in pr)
         pr_mean = statistics.median(cell_means(rows, cell, "edgert+prio"))
         plain_mean = statistics.median(cell_means(rows, cell, "edgert"))
-        late = max(r["late_pct"] for r in of if r["system"] != "mediapipe")
+        late = max(r["late_pct"] for r in of if r["system"] in ("edgert", "edgert+prio"))
 
         def verdict(ok: bool) -> str:
             return "met" if ok else "NOT met"
@@ -297,10 +297,10 @@ def render(rows: list[dict], cells: list[str], seconds: float, host: str, comman
                 return "-" if r is None or math.isnan(r["err_abs_ms"]) else f"{r['err_abs_ms']:.1f} / {r['err_p90_ms']:.1f}"
             lines.append(f"| {run} | {stream} | {p['priority'] if p else '-'} | {fig(m)} | {fig(e)} | {fig(p)} | "
                          f"{err(e)} | {err(p)} |")
-        means = {s: cell_means(rows, cell, s) for s in SYSTEMS}
+        means = {s: cell_means(rows, cell, s) for s in (*SYSTEMS, ABLATION)}
         lines += ["", "mean over streams, per run: " + "; ".join(
             f"{s} {' / '.join(f'{v:.1f}' for v in means[s])} (median {statistics.median(means[s]):.1f})"
-            for s in SYSTEMS if means[s]), ""]
+            for s in (*SYSTEMS, ABLATION) if means[s]), ""]
         for (c, run, system), st in sorted(steps.items()):
             if c == cell and st:
                 lines.append(f"ladder, run {run}, {system}: " + ", ".join(st))
