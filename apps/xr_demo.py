@@ -337,12 +337,12 @@ def main_from_args(args: argparse.Namespace) -> int:
     if args.plot:
         require("matplotlib", "--plot")   # before the run, not after it
     total = width(sys.stdout)
+    priority = demo_priority(getattr(args, "priority", None))   # a bad level is named before anything loads
     offload = None if args.offload in (None, "off") else args.offload
     frames, source = frame_source(args)
     with edgert.Runtime(delegates=demo_delegates(getattr(args, "delegates", "auto")), scheduler=args.scheduler,
                         offload=offload, trace=args.trace, cpu_workers=args.cpu_workers) as rt:
-        session = XRSession(rt, models_dir=_models_dir(args), users=getattr(args, "users", 1),
-                            priority=demo_priority(getattr(args, "priority", None)))
+        session = XRSession(rt, models_dir=_models_dir(args), users=getattr(args, "users", 1), priority=priority)
         writer = ShowWriter(args.show, session.last_results, CAMERA_FPS) if args.show else None
         procs = ", ".join(f"{p} (a software adapter: the CPU cores)" if p.endswith("-sw") else p for p in rt.processors)
         title = f"edgert xr-demo: scheduler {rt.scheduler} on {procs}, {source}"

@@ -25,7 +25,7 @@ Per stream and run:
 
 Then, per cell, the mean over streams (the median of the runs) and the issue's bar, line by line.
 
-    flock /tmp/edgert-bench.lock python benchmarks/xr_overload.py --cells hog1 users2 --runs 2
+    flock /tmp/edgert-bench.lock python benchmarks/xr_overload.py --cells hog1 users2 --runs 2 [--systems … edgert+prio+room]
 """
 
 from __future__ import annotations
