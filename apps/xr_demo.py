@@ -14,8 +14,11 @@ segmentation   15     selfie_segmentation
 =============  =====  ==========================================================================
 
 Every request of a frame shares the frame's deadline (the stream's period), and the frame is priced
-by it (:mod:`apps.xr.budget`): admitted or shed whole, optional detector searches and the hand models'
-full variants only when there is room. While the previous frame's landmarks give the region, the
+by it (:mod:`apps.xr.budget`): admitted or skipped whole (a frame predicted to finish after its
+deadline is not started), optional detector searches and the hand models' full variants only when
+there is room. ``--priority hands=critical,pose=low`` declares the streams' importance (default
+``normal``): under sustained overload the lowest steps its rate down first (:mod:`apps.xr.ladder`:
+30 → 15 → 10 fps, its deadline the longer period) and back up when there is room. While the previous frame's landmarks give the region, the
 detector is skipped (tracking). The streams' periods start spread over one camera period.
 ``--users N`` runs every stream once per user (``hands#0`` … ``segmentation#{N-1}``), user k's
 camera ``USER_LAG_FRAMES * k`` frames behind the source. The camera is a sample scene
@@ -125,8 +128,10 @@ class UserCameras:
 
 @dataclass(slots=True)
 class StreamStats:
-    """Per-stream frame outcomes: frames taken, finished within the period with every stage ok, shed whole
-    by their budget before anything ran, instances found (hands, faces, poses; 1 per mask), the latest
+    """Per-stream frame outcomes: frames taken (not those its rate ladder left out: ``rate_skipped``), finished
+    within their deadline with every stage ok, skipped whole by their budget before anything ran (``shed``),
+    processed but finished after their deadline (``late``), processed with a stage the runtime dropped
+    (``dropped``), instances found (hands, faces, poses; 1 per mask), the latest
     :data:`STREAM_WINDOW` frame latencies (ms), and
     ``failed``: frames on which code of ours raised (a decoder, a tracker), ``first_failure`` the
     first such exception (``"stage: Type: message"``)."""
@@ -134,6 +139,9 @@ class StreamStats:
     frames: int = 0
     on_time: int = 0
     shed: int = 0
+    late: int = 0
+    dropped: int = 0
+    rate_skipped: int = 0
     found: int = 0
     latencies_ms: LatencyRing = field(default_factory=lambda: LatencyRing(STREAM_WINDOW))
     last: FrameResult | None = None
@@ -153,16 +161,21 @@ class XRSession:
         rt: the runtime every stream's requests go through.
         streams: the streams (default: :data:`STREAMS` for each of ``users``, see :func:`user_streams`).
         tracking / models_dir / elastic: as for :class:`apps.xr.Pipelines`.
+        priority: each stream's level, as ``Pipelines(priority=)``: one level for every stream or a dict by
+            stream (``hands``, ``face``, ``pose``, ``segmentation``; with several users the level applies
+            to that stream of every user).
         users: XR users, each with every stream of ``STREAMS``; user k's camera shows the source
             ``USER_LAG_FRAMES * k`` frames behind user 0's (ignored when ``streams`` is given).
     """
 
     def __init__(self, rt: edgert.Runtime, streams: tuple[Stream, ...] | None = None, tracking: bool = True,
-                 models_dir: Path | None = None, users: int = 1, elastic: bool = True) -> None:
+                 models_dir: Path | None = None, users: int = 1, elastic: bool = True,
+                 priority: str | dict[str, str] = "normal") -> None:
         self.rt = rt
         self.streams = user_streams(users) if streams is None else streams
         self.users = 1 + max(s.user for s in self.streams)
-        self.pipes = {s.name: Pipelines(rt, tracking=tracking, models_dir=models_dir, elastic=elastic, **s.config)
+        self.pipes = {s.name: Pipelines(rt, tracking=tracking, models_dir=models_dir, elastic=elastic,
+                                        priority=priority, stream=s.name, **s.config)
                       for s in self.streams}
         self.stats = {s.name: StreamStats() for s in self.streams}
         self.frames_started = 0
@@ -192,12 +205,16 @@ class XRSession:
         except Exception as exc:  # noqa: BLE001 - a bug fails the frame (counted, reason kept); the stream goes on
             res, why = None, f"process: {describe(exc)}"
         ms = (time.perf_counter() - t) * 1e3
-        ok = (res is not None and ms <= s.period_ms and not res.shed
-              and all(v.status in ("ok", "skipped") for v in res.stages.values()))
         with self._lock:
             st = self.stats[s.name]
+            if res is not None and res.rate_skipped:
+                st.rate_skipped += 1   # not its turn at its rate: not a frame taken
+                return
+            outcome = frame_outcome(res, ms, s.period_ms)
             st.frames += 1
-            st.on_time += ok
+            st.on_time += outcome == "on_time"
+            st.late += outcome == "late"
+            st.dropped += outcome == "dropped"
             st.latencies_ms.append(ms)
             if res is not None:
                 st.shed += bool(res.shed)
@@ -205,6 +222,11 @@ class XRSession:
                 st.last = res
             if why:
                 st.note_failure(why)
+
+    def ladder_steps(self) -> list[dict[str, Any]]:
+        """The rate ladder's steps over the run, in order (ms on the runtime clock)."""
+        pipe = next(iter(self.pipes.values()), None)
+        return [] if pipe is None else [s.as_dict() for s in pipe.ladder.steps]
 
     def failures(self) -> dict[str, tuple[int, str]]:
         """Stream -> (frames on which code of ours raised, the first reason) for streams with any."""
@@ -249,6 +271,23 @@ class XRSession:
             return [st.last for s in self.streams if s.user == 0 and (st := self.stats[s.name]).last is not None]
 
 
+def frame_outcome(res: FrameResult | None, ms: float, period_ms: float) -> str:
+    """One taken frame's outcome: ``on_time`` (processed within its deadline, every stage ok), ``shed`` (skipped
+    whole by its budget), ``late`` (processed, its result after its deadline: the stream's period at its
+    rate), ``dropped`` (processed in time but a stage was dropped by the runtime or failed), or ``failed``
+    (code raised: no result). ``ms``: the frame's wall time; ``period_ms``: the nominal period, the deadline
+    when the result carries none."""
+    if res is None:
+        return "failed"
+    if res.shed:
+        return "shed"
+    if ms > (res.budget_ms or period_ms):
+        return "late"
+    if all(v.status in ("ok", "skipped") for v in res.stages.values()):
+        return "on_time"
+    return "dropped"
+
+
 def frame_source(args: argparse.Namespace) -> tuple[Iterator[np.ndarray], str]:
     """The camera: ``--video FILE``, ``--frames DIR``, ``--synthetic``, or by default the sample scene
     (a face, a person and a hand, panning slowly: :func:`apps.xr.assets.sample_frames`)."""
@@ -284,6 +323,18 @@ def demo_delegates(spec: str | None) -> str | list[str]:
     return names
 
 
+def demo_priority(spec: str | None) -> dict[str, str]:
+    """``--priority hands=critical,face=high,…``: each named stream's level (the others ``normal``); with
+    ``--users N`` a level applies to that stream of every user.
+
+    Raises:
+        edgert.ConfigError: an unknown stream or level ("did you mean …"), an item without ``=``.
+    """
+    from scheduler.priority import parse_levels  # noqa: PLC0415
+
+    return parse_levels(spec, [s.name for s in STREAMS]) if spec else {}
+
+
 def _models_dir(args: argparse.Namespace) -> Path | None:
     return Path(args.models_dir) if args.models_dir else None
 
@@ -297,12 +348,14 @@ def main_from_args(args: argparse.Namespace) -> int:
     if args.plot:
         require("matplotlib", "--plot")   # before the run, not after it
     total = width(sys.stdout)
+    priority = demo_priority(getattr(args, "priority", None))   # a bad level is named before anything loads
     offload = None if args.offload in (None, "off") else args.offload
     frames, source = frame_source(args)
     with edgert.Runtime(delegates=demo_delegates(getattr(args, "delegates", "auto")), scheduler=args.scheduler,
                         offload=offload, trace=args.trace, cpu_workers=args.cpu_workers,
                         records=True if args.timeline or args.plot else SUMMARY_RECORDS) as rt:
-        session = XRSession(rt, models_dir=_models_dir(args), users=getattr(args, "users", 1))
+        session = XRSession(rt, models_dir=_models_dir(args), users=getattr(args, "users", 1),
+                            priority=priority)
         rss_start = rt.memory().get("rss_mb")   # the models loaded, the streams not yet started
         writer = ShowWriter(args.show, session.last_results, CAMERA_FPS) if args.show else None
         procs = ", ".join(f"{p} (a software adapter: the CPU cores)" if p.endswith("-sw") else p for p in rt.processors)
@@ -336,7 +389,7 @@ def final_summary(rt: edgert.Runtime, session: XRSession, seconds: float, source
     """The run's summary: tables' figures, ``reasons`` ({model: {reason: n}}) and the ``cloud`` report."""
     records = rt.records()
     summary = summarize(rt.stats(), seconds, session)
-    summary.update(scheduler=rt.scheduler, processors=rt.processors, source=source,
+    summary.update(scheduler=rt.scheduler, processors=rt.processors, source=source, ladder=session.ladder_steps(),
                    reasons=failure_reasons(records), reason_examples=reason_examples(records),
                    cloud=cloud_report(records, rt.processors, rt.estimator))
     return summary

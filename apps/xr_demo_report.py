@@ -36,7 +36,10 @@ class _SessionLike(Protocol):
 
 
 def summarize(stats: dict[str, dict[str, Any]], seconds: float, session: _SessionLike) -> dict[str, Any]:
-    """Per model (fps, deadline-met %, p50/p99 ms, placement) and per stream (frames on time, ``found_mean``:
+    """Per model (fps, deadline-met %, p50/p99 ms, placement) and per stream (``frames`` taken, ``on_time``,
+    ``late``: processed but after its deadline, ``dropped``: a stage dropped, ``rate_fps``: on-time results per
+    second, ``fps_now``: its rate on the ladder at the end, ``ladder``: its steps with their reasons,
+    ``priority``, ``finish_error_ms``: the admission's finish-time prediction error, ``found_mean``:
     instances found per processed frame; in frames, ``detector_ran``, ``tracked`` and ``detector_skipped``
     (:meth:`apps.xr.Pipelines.counts`); and what the frames' budgets decided: ``frames_shed``,
     ``optional_skipped`` by reason, ``variants``: requests per model variant)."""
@@ -52,8 +55,15 @@ def summarize(stats: dict[str, dict[str, Any]], seconds: float, session: _Sessio
         if hasattr(pipe, "elastic_counts"):
             counts.update(pipe.elastic_counts())
         lat = np.asarray(st.latencies_ms) if st.latencies_ms else np.zeros(1)
+        ladder = getattr(pipe, "ladder", None)
+        rung = ladder.streams.get(name) if ladder is not None else None
         per_stream[name] = {"frames": st.frames, "on_time": st.on_time,
                             "on_time_pct": 100.0 * st.on_time / st.frames if st.frames else 0.0,
+                            "late": getattr(st, "late", 0), "dropped": getattr(st, "dropped", 0),
+                            "rate_skipped": getattr(st, "rate_skipped", 0),
+                            "rate_fps": st.on_time / seconds if seconds else 0.0,
+                            "fps_now": rung.fps_now if rung is not None else None,
+                            "ladder": [s.as_dict() for s in ladder.steps_of(name)] if ladder is not None else [],
                             "found_mean": found_mean(st),
                             "p50_ms": float(np.percentile(lat, 50)), "p99_ms": float(np.percentile(lat, 99)),
                             "failed": getattr(st, "failed", 0), "first_failure": getattr(st, "first_failure", ""),
@@ -189,14 +199,17 @@ def _model_table(summary: dict[str, Any], groups: dict[str, list[str]], title: s
 def stream_table(summary: dict[str, Any], total: int) -> str:
     """One row per stream: frames, whole cascade on time %, p50/p99 (ms), then in frames: the detector ran,
     an instance was tracked from the frame before, the detector skipped (``-`` for a stream without one)."""
-    cols = [Column("stream", "<", wrap=True), Column("frames"), Column("met%"), Column("p50"), Column("p99"),
-            Column("ran"), Column("tracked"), Column("skipped")]
-    rows = [[name, str(s["frames"]), f"{s['on_time_pct']:.1f}", f"{s['p50_ms']:.1f}", f"{s['p99_ms']:.1f}",
+    cols = [Column("stream", "<", wrap=True), Column("prio", "<"), Column("frames"), Column("met%"), Column("late"),
+            Column("shed"), Column("fps"), Column("p99"), Column("ran"), Column("tracked"),
+            Column("skipped")]
+    rows = [[name, str(s.get("priority", "normal")), str(s["frames"]), f"{s['on_time_pct']:.1f}", str(s.get("late", 0)),
+             str(s.get("frames_shed", 0)), f"{s.get('rate_fps', 0.0):.1f}", f"{s['p99_ms']:.1f}",
              str(s.get("detector_ran", "-")), str(s.get("tracked", "-")), str(s.get("detector_skipped", "-"))]
             for name, s in summary["per_stream"].items()]
-    return render(cols, rows, title="streams: met% = frames whose whole cascade met its deadline; p50/p99 in ms; "
-                                    "ran / skipped = frames on which the detector ran / did not run; "
-                                    "tracked = frames that kept an instance from the frame before",
+    return render(cols, rows, title="streams: met% = frames whose whole cascade met its deadline; late = processed, "
+                                    "result after its deadline; shed = skipped whole by its budget; fps = on-time "
+                                    "results per second; p99 in ms (p50 in --json); ran / skipped = frames on which the detector "
+                                    "ran / did not run; tracked = frames that kept an instance from the frame before",
                   total=total)
 
 
@@ -220,8 +233,27 @@ def budget_lines(name: str, s: dict[str, Any], total: int) -> list[str]:
     if skipped:
         bits.append("optional search skipped: " + ", ".join(f"{k} x{n}" for k, n in skipped.items()))
     if s.get("frames_shed"):
-        bits.append(f"shed whole x{s['frames_shed']}")
+        by = s.get("frames_shed_by") or {}
+        bits.append(f"skipped whole x{s['frames_shed']}" + (" (" + ", ".join(f"{k} x{n}" for k, n in by.items()) + ")"
+                                                            if by else ""))
+    err = s.get("finish_error_ms") or {}
+    if err.get("n"):
+        bits.append(f"finish predicted within {err['mean_abs']:.1f} ms on average (p90 late by {err['p90']:.1f} ms)")
     return textwrap.wrap(f"{name}: " + "; ".join(bits), total, initial_indent="  ", subsequent_indent="    ")
+
+
+def ladder_lines(summary: dict[str, Any], total: int) -> list[str]:
+    """The rate ladder's steps (time in s from the first, stream, from → to fps, why), or nothing."""
+    steps = sorted((st for s in summary["per_stream"].values() for st in s.get("ladder", [])), key=lambda st: st["t_ms"])
+    if not steps:
+        return []
+    t0 = steps[0]["t_ms"]
+    out = ["rate ladder steps:"]
+    for st in steps:
+        out += textwrap.wrap(f"+{(st['t_ms'] - t0) / 1e3:5.2f} s {st['stream']}: {st['from_fps']:g} -> "
+                             f"{st['to_fps']:g} fps: {st['reason']}", total, initial_indent="  ",
+                             subsequent_indent="    ")
+    return out
 
 
 def report_text(summary: dict[str, Any], processors: Sequence[str], title: str, total: int) -> str:
@@ -237,6 +269,7 @@ def report_text(summary: dict[str, Any], processors: Sequence[str], title: str, 
               for line in textwrap.wrap(f"  {name}: {d} excluded by the model's tolerance: {why}", total,
                                         subsequent_indent="    ")]
     parts += [x for name, s in summary["per_stream"].items() for x in budget_lines(name, s, total)]
+    parts += ladder_lines(summary, total)
     line = cloud_line(summary.get("cloud"))
     if line:
         parts += ["", *textwrap.wrap(line, total, subsequent_indent="  ")]

@@ -57,6 +57,8 @@ class RequestView(NamedTuple):
             policy aims to finish by ``deadline_ms - downstream_ms``.
         allowed: processors the caller restricted the request to, or
             ``None`` for any processor that supports the model.
+        priority: the importance its app declared (:data:`scheduler.priority.PRIORITIES`:
+            ``critical``, ``high``, ``normal``, ``low``); under overload the lowest gives way first.
     """
 
     id: int
@@ -67,6 +69,7 @@ class RequestView(NamedTuple):
     frame: int = -1
     downstream_ms: float = 0.0
     allowed: tuple[str, ...] | None = None
+    priority: str = "normal"
 
 
 class ProcessorView(NamedTuple):

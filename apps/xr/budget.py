@@ -19,7 +19,8 @@ The finish estimate of ``cost_ms`` submitted now with deadline ``d`` is
 ``now + ahead / workers + cost_ms``, where ``ahead`` is the work that runs before it: the backlog
 due by ``d`` (the runtime's policy runs the earliest deadline first), plus, for work due later
 that may already hold a worker (a run is not preempted), :data:`BLOCKING_SHARE` of the
-``workers`` oldest such requests. Counting all the backlog shed short frames (a face mesh due in
+``workers`` oldest such requests. With priorities, "due by" compares deadlines less each level's
+lead (``scheduler.priority.LEAD_MS``), as the runtime's policy orders them. Counting all the backlog shed short frames (a face mesh due in
 33 ms) behind long work due after them that they would in fact run ahead of. It is an estimate, so
 a frame admitted may still finish late; the runtime's own policy still decides every request.
 """
@@ -33,6 +34,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 
 import edgert
+from scheduler.priority import LEAD_MS
 
 #: Window (ms) over which the workers' recent busy share is measured.
 WINDOW_MS = 500.0
@@ -64,7 +66,7 @@ class Ledger:
         self.rt = rt
         self.workers = max(1, sum(p != "cloud" for p in rt.processors))
         self._lock = threading.Lock()
-        self._open: dict[int, tuple[float, float]] = {}   # submission no. -> (expected ms, absolute deadline)
+        self._open: dict[int, tuple[float, float]] = {}   # submission no. -> (expected ms, deadline less its lead)
         self._seq = 0
         self._done: deque[tuple[float, float]] = deque()   # (end ms, service ms)
         self._admitted: deque[tuple[float, float]] = deque()   # (admission ms, expected work ms)
@@ -84,14 +86,15 @@ class Ledger:
         vals = [v for p in self.rt.processors if (v := exp(model, p)) is not None]
         return min(vals) if vals else UNKNOWN_MS
 
-    def track(self, fut: Future[edgert.Result], model: str, deadline_ms: float = float("inf")) -> None:
-        """Count ``fut``'s expected ms (due by ``deadline_ms``, absolute) in the backlog until it finishes, then
-        its service ms as recent work."""
+    def track(self, fut: Future[edgert.Result], model: str, deadline_ms: float = float("inf"),
+              priority: str = "normal") -> None:
+        """Count ``fut``'s expected ms (due by ``deadline_ms``, absolute, at ``priority``) in the backlog until it
+        finishes, then its service ms as recent work."""
         cost = self.cost_ms(model)
         with self._lock:
             self._seq += 1
             key = self._seq
-            self._open[key] = (cost, deadline_ms)
+            self._open[key] = (cost, deadline_ms - LEAD_MS.get(priority, 0.0))
 
         def finished(f: Future[edgert.Result]) -> None:
             res = f.result()
@@ -103,8 +106,10 @@ class Ledger:
                 self._forget_before(now - WINDOW_MS)
         fut.add_done_callback(finished)
 
-    def ahead_ms(self, deadline_ms: float) -> float:
-        """Expected ms of the backlog that runs before a request due by ``deadline_ms`` (see the module doc)."""
+    def ahead_ms(self, deadline_ms: float, priority: str = "normal") -> float:
+        """Expected ms of the backlog that runs before a request due by ``deadline_ms`` at ``priority`` (see the
+        module doc)."""
+        deadline_ms -= LEAD_MS.get(priority, 0.0)
         with self._lock:
             entries = list(self._open.values())   # submission order
         ahead = 0.0
@@ -157,10 +162,35 @@ class Ledger:
             while q and q[0][0] < t_ms:
                 q.popleft()
 
-    def finish_ms(self, chain_ms: float, deadline_ms: float = float("inf")) -> float:
-        """When a chain of ``chain_ms`` (its critical path) due by ``deadline_ms``, submitted now, is expected to
-        finish (runtime ms): after the backlog that runs before it (:meth:`ahead_ms`), spread over the workers."""
-        return self.rt.now_ms() + self.ahead_ms(deadline_ms) / self.workers + chain_ms
+    def finish_ms(self, chain_ms: float, deadline_ms: float = float("inf"), priority: str = "normal") -> float:
+        """When a chain of ``chain_ms`` (its critical path) due by ``deadline_ms`` at ``priority``, submitted now,
+        is expected to finish (runtime ms): after the backlog that runs before it (:meth:`ahead_ms`), spread
+        over the workers."""
+        return self.rt.now_ms() + self.ahead_ms(deadline_ms, priority) / self.workers + chain_ms
+
+
+def skip_reason(span_ms: float, chain_ms: float, predicted_ms: float, margin_ms: float,
+                capacity_why: str = "") -> tuple[str, str]:
+    """Whether a frame job is skipped whole rather than started: ``(kind, why)``, ``("", "")`` when it may start.
+
+    Args:
+        span_ms: its deadline, from now (ms).
+        chain_ms: its chain's expected run alone (ms).
+        predicted_ms: its predicted finish from now, behind the work running and queued beside it (ms).
+        margin_ms: the stream's recent prediction error to allow for (ms).
+        capacity_why: why the workers have no room for it (:meth:`FrameBudget.over_capacity`), or "".
+
+    Kinds: ``over capacity``; ``chain too long`` (longer than its deadline even alone); ``predicted late``
+    (a frame expected to finish after its deadline is not started: a late result is wasted work).
+    """
+    if capacity_why:
+        return "over capacity", capacity_why
+    if chain_ms > span_ms:
+        return "chain too long", f"its chain needs {chain_ms:.1f} ms, longer than its {span_ms:.1f} ms period"
+    if predicted_ms + margin_ms > span_ms:
+        return "predicted late", (f"predicted to finish in {predicted_ms:.1f} ms (+{margin_ms:.1f} ms error margin), "
+                                  f"after its {span_ms:.1f} ms deadline")
+    return "", ""
 
 
 class FrameBudget:
@@ -171,12 +201,14 @@ class FrameBudget:
         deadline_ms: the frame's absolute deadline (runtime ms); ``inf``: no deadline (everything fits,
             the most accurate variant always runs, optional stages always run).
         lean: required work only: the cheapest variants, no optional stage (a rescued frame).
+        priority: the frame's importance (its requests' place in the backlog's order).
     """
 
-    def __init__(self, ledger: Ledger, deadline_ms: float, lean: bool = False) -> None:
+    def __init__(self, ledger: Ledger, deadline_ms: float, lean: bool = False, priority: str = "normal") -> None:
         self.ledger = ledger
         self.deadline_ms = deadline_ms
         self.lean = lean
+        self.priority = priority
         self.start_ms = ledger.rt.now_ms()
 
     @property
@@ -191,14 +223,14 @@ class FrameBudget:
     def left_ms(self, slack: float = SLACK) -> float:
         """Ms the estimate says would be left after the current backlog (negative: already over)."""
         span = self.deadline_ms - self.start_ms
-        return slack * span - (self.ledger.finish_ms(0.0, self.deadline_ms) - self.start_ms)
+        return slack * span - (self.ledger.finish_ms(0.0, self.deadline_ms, self.priority) - self.start_ms)
 
     def fits(self, chain_ms: float, slack: float = SLACK) -> bool:
         """A chain of ``chain_ms`` submitted now is expected to finish within ``slack`` of the frame."""
         if not self.timed:
             return True
         span = self.deadline_ms - self.start_ms
-        return self.ledger.finish_ms(chain_ms, self.deadline_ms) - self.start_ms <= slack * span
+        return self.ledger.finish_ms(chain_ms, self.deadline_ms, self.priority) - self.start_ms <= slack * span
 
     def pick(self, variants: Sequence[str], downstream_ms: float = 0.0) -> str:
         """The first (most accurate) of ``variants`` that fits, else the cheapest.
@@ -214,9 +246,10 @@ class FrameBudget:
                 return v
         return min(variants, key=self.ledger.cost_ms)
 
-    def over_capacity(self, work_ms: float) -> str:
+    def over_capacity(self, work_ms: float, reserved_ms: float = 0.0) -> str:
         """Why admitting a frame job of ``work_ms`` would take the work admitted over the last frame span past
-        :data:`ADMIT_UTIL_MAX` of the workers ("" when it would not, or without a deadline)."""
+        :data:`ADMIT_UTIL_MAX` of the workers less ``reserved_ms`` (room kept for critical streams) ("" when it
+        would not, or without a deadline)."""
         if not self.timed:
             return ""
         busy = self.ledger.busy_share()
@@ -224,8 +257,8 @@ class FrameBudget:
             return ""   # the workers keep up: estimates (means, inflated by contention) are no reason to shed
         span = self.deadline_ms - self.start_ms
         have, mean = self.ledger.admitted_ms(span)
-        cap = ADMIT_UTIL_MAX * self.ledger.workers * span
-        if have + work_ms <= cap or work_ms <= mean:
+        cap = ADMIT_UTIL_MAX * self.ledger.workers * span - reserved_ms
+        if have + work_ms <= cap or work_ms <= mean and not reserved_ms:
             return ""   # fits, or no costlier than the mean job priced lately: the costliest frames go first
         return (f"workers {100 * busy:.0f}% busy and {have + work_ms:.0f} ms of work admitted in {span:.0f} ms "
                 f"> {cap:.0f} ms of capacity")

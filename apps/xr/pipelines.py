@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,15 +24,30 @@ import numpy as np
 
 import edgert
 from apps.xr import assets, face, hands, pose, segmentation
-from apps.xr.budget import FrameBudget, Ledger
+from apps.xr.budget import FrameBudget, Ledger, skip_reason
+from apps.xr.ladder import RateLadder
+from edgert.errors import did_you_mean
+from scheduler.priority import DEFAULT_PRIORITY, PRIORITIES, RANK
+from scheduler.priority import check as check_priority
 from apps.xr.stages import Runner, StageInfo
 from apps.xr.tracking import DetectAndTrack
 
-#: Frames in a row a stream may shed whole; the next one runs whatever its price, so that its tracking
-#: goes on (``tracking.MAX_UNSEEN``) and its models' estimates stay measured.
-MAX_SHED_STREAK = 3
-#: A rescued frame's deadline, in frame deadlines (see :meth:`Pipelines._admission`).
-RESCUE_DEADLINE_FACTOR = 2.0
+#: Frames in a row a stream may skip as predicted late (or its chain too long); the next one runs lean
+#: (a probe), so that its models' estimates and its prediction errors stay measured: a skipped frame
+#: measures nothing, and estimates taken on a busy spell would otherwise shut the stream out for good.
+#: At most one frame in MAX_SHED_STREAK + 1 may then come late.
+MAX_SHED_STREAK = 20
+#: Finish-time prediction errors kept per stream (the admission's margin is a high quantile of them).
+ERRORS_KEPT = 64
+#: A prediction error older than this (ms) no longer counts in the margin (a busy spell passes).
+ERROR_TTL_MS = 2000.0
+#: By level, the quantile of the recent prediction errors (actual finish - predicted, ms) added to a frame's
+#: predicted finish before it is compared with its deadline: a critical frame is skipped only when it is
+#: more likely late than not (skipping it is a sure miss of the stream that matters most).
+ERROR_QUANTILE = {"critical": 0.5, "high": 0.75, "normal": 0.9, "low": 0.9}
+#: The streams a Pipelines can run, as ``priority=`` dicts name them.
+STREAM_NAMES = ("hands", "face", "pose", "segmentation")
+_LADDERS: weakref.WeakKeyDictionary[edgert.Runtime, RateLadder] = weakref.WeakKeyDictionary()
 
 _SHARED: weakref.WeakKeyDictionary[edgert.Runtime, dict[str, edgert.Model]] = weakref.WeakKeyDictionary()
 
@@ -64,6 +79,15 @@ class FrameResult:
     t_ms: float | None = None
     #: why the frame was shed whole by its budget before anything of it ran ("" when it was not).
     shed: str = ""
+    #: the frame was not its stream's turn at the stream's rate (rate ladder): nothing ran, not counted as taken
+    rate_skipped: bool = False
+    #: the frame's deadline as a span from its start (ms): the stream's period at its rate; None without one
+    budget_ms: float | None = None
+    #: processed, and its result came after its deadline
+    late: bool = False
+    #: predicted finish minus actual, ms from the frame's start (None: not admitted by a budget)
+    predicted_ms: float | None = None
+    elapsed_ms: float | None = None
 
 
 def check_frame(frame: object) -> np.ndarray:
@@ -114,14 +138,36 @@ class Pipelines:
             one more instance while some are tracked is optional and runs only when the frame has
             time and the workers spare capacity; the hand models run their full variant when it
             fits and the lite one rather than miss the deadline. Frames without a deadline run
-            every stage as MediaPipe does, full variants only.
+            every stage as MediaPipe does, full variants only. With a deadline, the frame is
+            skipped (never run late by choice) when its predicted finish, behind the work running
+            and queued beside it plus a high quantile of this stream's recent prediction errors,
+            is after the deadline; and the stream is on the runtime's rate ladder
+            (:mod:`apps.xr.ladder`): under sustained overload it steps its rate down (the deadline
+            then being the longer period), lowest priority first, and back up when there is room.
+        priority: the importance of the streams it runs: one level (``"critical"``, ``"high"``,
+            ``"normal"``, the default, ``"low"``) or a dict by stream (``hands``, ``face``, ``pose``,
+            ``segmentation``; a stream not named is ``normal``, a stream it does not run is ignored).
+            Its requests carry the highest level among its streams; it gives way (skips frames,
+            steps down its rate) by it.
+        stream: its name on the rate ladder and in the reports (default: the streams it runs, joined by ``+``,
+            with ``@2``, ``@3`` … for a second, third Pipelines of the same streams on the runtime).
+
+    Raises:
+        edgert.ConfigError: an unknown priority level or stream name ("did you mean …").
     """
 
     def __init__(self, rt: edgert.Runtime, max_hands: int = 2, max_faces: int = 1, pose: bool = True,
                  segmentation: bool = True, tracking: bool = True, iris: bool = True, detect_every: int = 1,
-                 models_dir: Path | None = None, elastic: bool = True) -> None:
+                 models_dir: Path | None = None, elastic: bool = True,
+                 priority: str | dict[str, str] = "normal", stream: str | None = None) -> None:
         self.rt = rt
         self.elastic = elastic
+        runs = [n for n, on in zip(STREAM_NAMES, (max_hands > 0, max_faces > 0, pose, segmentation)) if on]
+        self.priority = stream_priority(priority, runs)
+        self.stream = stream or self.ladder.name("+".join(runs) or "none")
+        self.frames_shed_by: Counter[str] = Counter()
+        self.errors_ms: deque[tuple[float, float]] = deque(maxlen=ERRORS_KEPT)   # (runtime ms, error ms)
+        self.all_errors_ms: list[float] = []
         lite = elastic and max_hands > 0
         want = [*(CASCADES["hands"] if max_hands > 0 else ()), *(CASCADES["hands_lite"] if lite else ()),
                 *(CASCADES["faces"][: 3 if iris else 2] if max_faces > 0 else ()),
@@ -147,30 +193,63 @@ class Pipelines:
         Args:
             frame: H×W×3 RGB, uint8 or float32 in [0, 1].
             t_ms: the frame's capture time (ms), carried into the result.
-            deadline_ms: every request of this frame shares a deadline this many ms from now
-                (None: the models' own SLOs, if any).
+            deadline_ms: the stream's nominal period (ms): every request of this frame shares a deadline
+                this many ms from now, times the stream's rate divisor when the rate ladder stepped it
+                down (None: the models' own SLOs, if any, and no ladder).
 
         Raises:
             edgert.InputError: ``frame`` is not H×W×3 uint8 / float32.
         """
         frame = check_frame(frame)
         out = FrameResult(t_ms=t_ms)
-        masks: list[np.ndarray] = []
         ledger = Ledger.of(self.rt) if self.elastic and deadline_ms is not None else None
-        rescue = False
-        if ledger is not None and deadline_ms is not None:
-            probe = FrameBudget(ledger, self.rt.now_ms() + deadline_ms)
-            why, rescue = self._admission(probe)
-            if why:
-                run = Runner(probe)
-                self._shed(run, why)
-                out.shed, out.stages = why, run.stages
-                return out
-            if rescue:
-                deadline_ms *= RESCUE_DEADLINE_FACTOR
-        ctx = self.rt.frame(deadline_ms) if deadline_ms is not None else contextlib.nullcontext()
+        if ledger is None or deadline_ms is None:
+            return self._run(frame, out, deadline_ms, None, False)
+        ladder = self.ladder
+        ladder.add(self.stream, self.priority, 1000.0 / deadline_ms)
+        start = self.rt.now_ms()
+        if not ladder.take(self.stream, start):
+            out.rate_skipped = True
+            return out
+        budget_ms = ladder.streams[self.stream].period_ms
+        probe = FrameBudget(ledger, start + budget_ms, priority=self.priority)
+        cloud_ms, offloaded = self._cloud_ms(), ladder.offloaded(self.stream)
+        why, predicted, chain, lean = self._cloud_admission(probe, cloud_ms) if offloaded else self._admission(probe)
+        out.budget_ms = budget_ms
+        if why:
+            run = Runner(probe)
+            self._shed(run, why)
+            out.shed, out.stages = why, run.stages
+            ladder.note(self.stream, start, True, chain, ledger.busy_share(), cloud_ms)
+            return out
+        self._run(frame, out, budget_ms, ledger, lean, ("cloud",) if offloaded else None)
+        end = self.rt.now_ms()
+        out.elapsed_ms, out.predicted_ms = end - start, predicted - start
+        out.late = out.elapsed_ms > budget_ms
+        self.errors_ms.append((end, out.elapsed_ms - out.predicted_ms))
+        self.all_errors_ms.append(out.elapsed_ms - out.predicted_ms)
+        missed = out.late or any(v.status not in ("ok", "skipped") for v in out.stages.values())
+        ladder.note(self.stream, end, missed, chain, ledger.busy_share(), cloud_ms)
+        return out
+
+    @property
+    def ladder(self) -> RateLadder:
+        """The runtime's rate ladder (shared by every Pipelines on it)."""
+        lad = _LADDERS.get(self.rt)
+        if lad is None:
+            lad = _LADDERS.setdefault(self.rt, RateLadder())
+        return lad
+
+    def _run(self, frame: np.ndarray, out: FrameResult, deadline_ms: float | None, ledger: Ledger | None,
+             lean: bool, where: tuple[str, ...] | None = None) -> FrameResult:
+        """Submit the enabled streams' stages on ``frame`` inside one runtime frame of ``deadline_ms`` (None:
+        none), on the processors ``where`` (None: any), priced by ``ledger``'s budget when given, and wait."""
+        masks: list[np.ndarray] = []
+        ctx = (self.rt.frame(deadline_ms, priority=self.priority, processors=where) if deadline_ms is not None
+               else contextlib.nullcontext())
         with ctx as f:
-            budget = FrameBudget(ledger, f.deadline_ms, lean=rescue) if ledger is not None and f is not None else None
+            budget = (FrameBudget(ledger, f.deadline_ms, lean=lean, priority=self.priority)
+                      if ledger is not None and f is not None else None)
             run = Runner(budget)
             if self.segmenter is not None:
                 self.segmenter.start(frame, run, masks)
@@ -187,38 +266,80 @@ class Pipelines:
     def _trackers(self) -> list[DetectAndTrack[Any]]:
         return [t for t in (self.hands, self.faces, self.pose) if t is not None]
 
-    def _admission(self, budget: FrameBudget) -> tuple[str, bool]:
-        """This frame's cascades priced as one job at their cheapest variants: (why it is shed whole, "" when
-        admitted; whether it is admitted as a rescue).
+    def _admission(self, budget: FrameBudget) -> tuple[str, float, float, bool]:
+        """This frame's cascades priced as one job at their cheapest variants: (why it is skipped whole, "" when
+        admitted; its predicted finish, runtime ms; its chain's expected ms; whether it runs lean).
 
-        Shed: its work would take the work admitted over the last frame span past the workers' capacity
-        while they are busy (``budget.over_capacity``), or the backlog makes its chain (the longest cascade
-        plus the rest of its work spread over the workers) miss the deadline. Rescued instead: the frame
-        after ``MAX_SHED_STREAK`` shed in a row, or one whose chain alone is longer than the frame (shedding
-        could never help it): it runs lean (cheapest variants, no optional stage) with
-        ``RESCUE_DEADLINE_FACTOR`` times the deadline, so the stream keeps tracking and its models keep
-        being measured instead of the runtime dropping every request of it (it is not on time)."""
+        The predicted finish (:meth:`FrameBudget.finish_ms`: after the work running and queued beside it that
+        runs first, spread over the workers, then the chain: the longest cascade plus the rest of its work
+        spread over the workers) plus a high quantile of this stream's recent prediction errors must be within
+        the deadline; a result served late is wasted work and a stale overlay, so a frame expected late is
+        not started. A stream below critical is also skipped when its work would take the work admitted over
+        the last frame span past the workers' capacity less the room its critical peers' frames need
+        (``budget.over_capacity``), the costliest frames first. After ``MAX_SHED_STREAK`` skips in a row a
+        stream skipped as predicted late runs one frame lean (a probe), so that its models' estimates and its
+        prediction errors stay measured."""
         parts = [t.required_ms(budget) for t in self._trackers()]
         if self.segmenter is not None:
             c = budget.cost_ms([segmentation.MODEL])
             parts.append((c, c))
         if not parts:
-            return "", False
+            return "", budget.start_ms, 0.0, False
         work, path = sum(w for w, _ in parts), max(p for _, p in parts)
         chain = path + (work - path) / budget.ledger.workers
-        hopeless = chain > budget.deadline_ms - budget.start_ms
-        why = budget.over_capacity(work)
+        span = budget.deadline_ms - budget.start_ms
+        margin = self._error_margin_ms(budget.start_ms)
+        predicted = budget.ledger.finish_ms(chain, budget.deadline_ms, self.priority)
+        reserved = 0.0 if self.priority == "critical" else self._critical_reserve(span)
+        kind, why = skip_reason(span, chain, predicted - budget.start_ms, margin, budget.over_capacity(work, reserved))
         budget.ledger.offer(work)
-        if not why and not hopeless and not budget.fits(chain, slack=1.0):
-            why = f"its chain needs {chain:.1f} ms, {max(0.0, budget.left_ms(slack=1.0)):.1f} ms left"
-        if why and self._shed_streak < MAX_SHED_STREAK:
+        if why and (self._shed_streak < MAX_SHED_STREAK or kind == "over capacity"):
             self._shed_streak += 1
-            return f"frame shed whole: {why}", False
-        rescue = hopeless or bool(why)
+            self.frames_shed_by[kind] += 1
+            return f"frame skipped whole: {why}", predicted, chain, False
         self._shed_streak = 0
-        self.frames_rescued += rescue
+        self.frames_rescued += bool(why)
         budget.ledger.admit(work)
-        return "", rescue
+        return "", predicted, chain, bool(why)
+
+    def _cloud_ms(self) -> float | None:
+        """The expected ms of this frame's longest cascade on the cloud worker (full models), or None: no cloud
+        worker, or a model it has not measured."""
+        if "cloud" not in self.rt.processors:
+            return None
+        runs = [("hands", self.hands), ("faces", self.faces), ("poses", self.pose), ("segmentation", self.segmenter)]
+        exp = self.rt.estimator.expected_ms
+        chains: list[float] = []
+        for name, part in runs:
+            ms = [exp(m, "cloud") for m in CASCADES[name][:2]] if part is not None else []
+            if any(v is None for v in ms):
+                return None
+            chains.append(sum(v for v in ms if v is not None))
+        return max(chains, default=None)
+
+    def _cloud_admission(self, budget: FrameBudget, cloud_ms: float | None) -> tuple[str, float, float | None, bool]:
+        """A frame of a stream its ladder sent to the cloud: skipped when its cascade's expected ms there, plus its
+        recent prediction error, is after its deadline; (why, predicted finish, None: no local chain, lean)."""
+        span = budget.deadline_ms - budget.start_ms
+        chain = cloud_ms if cloud_ms is not None else float("inf")
+        _, why = skip_reason(span, chain, chain, self._error_margin_ms(budget.start_ms))
+        return (f"frame skipped whole (on the cloud): {why}" if why else ""), budget.start_ms + chain, None, False
+
+    def _error_margin_ms(self, now_ms: float) -> float:
+        """A quantile (:data:`ERROR_QUANTILE`, by level) of this stream's finish-time prediction errors of the last
+        :data:`ERROR_TTL_MS` (ms, at least 0; 0 with fewer than 4 of them)."""
+        q = self.errors_ms
+        while q and q[0][0] < now_ms - ERROR_TTL_MS:
+            q.popleft()
+        if len(q) < 4:
+            return 0.0
+        return max(0.0, float(np.quantile([e for _, e in q], ERROR_QUANTILE[self.priority])))
+
+    def _critical_reserve(self, span_ms: float) -> float:
+        """Expected work (ms) the critical streams on this runtime's ladder need over ``span_ms``: the room
+        kept for them (``SCHED_DEADLINE``'s reservation: their chain per period)."""
+        return sum(s.chain_ms * span_ms / s.period_ms for s in self.ladder.streams.values()
+                   if s.priority == "critical" and s.name != self.stream)
 
     def _shed(self, run: Runner, why: str) -> None:
         for t in self._trackers():
@@ -250,7 +371,38 @@ class Pipelines:
             skipped.update(t.optional_skipped)
             variants.update(t.variant_runs)
         return {"frames_shed": self.frames_shed, "frames_rescued": self.frames_rescued,
-                "optional_skipped": dict(skipped), "variants": dict(variants)}
+                "frames_shed_by": dict(self.frames_shed_by), "optional_skipped": dict(skipped),
+                "variants": dict(variants), "priority": self.priority,
+                "finish_error_ms": error_summary(self.all_errors_ms)}
+
+
+def error_summary(errors_ms: list[float]) -> dict[str, float | int]:
+    """Finish-time prediction errors (actual - predicted, ms): how many, mean, mean absolute, p50, p90."""
+    if not errors_ms:
+        return {"n": 0}
+    e = np.asarray(errors_ms)
+    return {"n": int(e.size), "mean": round(float(e.mean()), 2), "mean_abs": round(float(np.abs(e).mean()), 2),
+            "p50": round(float(np.percentile(e, 50)), 2), "p90": round(float(np.percentile(e, 90)), 2)}
+
+
+def stream_priority(priority: str | dict[str, str], streams: list[str]) -> str:
+    """The level a Pipelines running ``streams`` takes from ``priority=``: the level, or the highest of the
+    dict's levels for those streams (``normal`` for a stream it does not name).
+
+    Raises:
+        edgert.ConfigError: an unknown level, or a dict key that is not a stream name ("did you mean …").
+    """
+    if isinstance(priority, str):
+        return check_priority(priority)
+    if not isinstance(priority, dict):
+        raise edgert.ConfigError(f"priority must be a level ({', '.join(PRIORITIES)}) or a dict by stream "
+                                 f"such as {{'hands': 'critical'}}, got {type(priority).__name__}")
+    for name, level in priority.items():
+        if name not in STREAM_NAMES:
+            raise did_you_mean("stream", str(name), STREAM_NAMES)
+        check_priority(level, f"priority of stream {name!r}")
+    levels = [priority.get(s, DEFAULT_PRIORITY) for s in streams] or [DEFAULT_PRIORITY]
+    return min(levels, key=RANK.__getitem__)
 
 
 def pose_mod_tracker(m: dict[str, edgert.Model], tracking: bool) -> pose.PoseTracker:

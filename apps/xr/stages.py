@@ -90,7 +90,7 @@ class Runner:
         """Submit ``x`` to ``model`` as ``stage``; ``then(result)`` runs when it finishes."""
         fut = model.submit(x, after=after)
         if self.budget is not None:
-            self.budget.ledger.track(fut, model.name, self.budget.deadline_ms)
+            self.budget.ledger.track(fut, model.name, self.budget.deadline_ms, self.budget.priority)
         self._pending[fut] = (stage, then)
 
     def _note(self, stage: str, res: edgert.Result) -> None:

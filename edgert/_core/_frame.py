@@ -13,6 +13,10 @@ class Frame:
     index: int
     t_ms: float
     deadline_ms: float
+    #: the importance of the requests issued inside it (``rt.frame(priority=)``); None: each model's own
+    priority: str | None = None
+    #: the processors its requests may run on (``rt.frame(processors=)``); None: each model's own
+    allowed: tuple[str, ...] | None = None
     _keys: dict[str, int] = field(default_factory=dict, repr=False)
 
     def key(self, model: str) -> str:

@@ -90,6 +90,8 @@ class LoadedModel:
     allowed: tuple[str, ...] | None = None
     output_names: tuple[str, ...] = field(default=())
     then: tuple[str, ...] = ()
+    #: its requests' importance outside a frame that declares one (``rt.load(priority=)``)
+    priority: str = "normal"
     #: MB the process's resident set grew by while it was loaded (None: unknown; edgert._core._memory)
     resident_mb: float | None = None
     #: (name, dtype, shape) per input when every input's shape is static, for :meth:`feeds`' inline check;

@@ -310,12 +310,14 @@ class Dispatcher:
             deadline = now + m.slo_ms if m.slo_ms is not None else math.inf
         frame = f.index if f is not None else -1
         downstream = sum(self._fastest_ms(n) for n in m.then) if m.then else 0.0
-        view = RequestView(rid, m.name, now, deadline, stream, frame, downstream, m.allowed)
+        priority = f.priority if f is not None and f.priority is not None else m.priority
+        allowed = f.allowed if f is not None and f.allowed is not None else m.allowed
+        view = RequestView(rid, m.name, now, deadline, stream, frame, downstream, allowed, priority)
         req = Request(rid, m, feeds, now, deadline, view, key, frame)
         self._pending[rid] = req
         self.ends.inflight += 1
         if self.trace is not None:
-            self.trace.request(t_trace, m.name, deadline, req.trace_id, after_key)
+            self.trace.request(t_trace, m.name, deadline, req.trace_id, after_key, priority)
         return req
 
     def _fastest_ms(self, model: str) -> float:

@@ -43,8 +43,9 @@ from edgert._power import PowerCounters, power_counters
 from edgert._core._stats import ModelStats
 from edgert._core._trace import TraceWriter
 from edgert._core._run import make_workers
-from edgert.errors import ConfigError, EdgeRTError
+from edgert.errors import ConfigError, EdgeRTError, did_you_mean
 from scheduler.estimator import LatencyEstimator
+from scheduler.priority import check as check_priority
 from scheduler.profile import DeviceProfile
 from scheduler.registry import make_policy
 from scheduler.timeline import RequestRecord, write_chrome_trace
@@ -139,7 +140,7 @@ class Runtime:
     def load(self, source: Any, name: str | None = None, slo_ms: float | None = None, *,
              format: str | None = None, delegates: Sequence[str] | None = None,
              then: Sequence[str] = (), tolerance: float | None = None, sample: Any = None,
-             check_accuracy: bool = True) -> Model:
+             check_accuracy: bool = True, priority: str = "normal") -> Model:
         """Load a model on every processor that can run it, warm it up and seed the estimator.
 
         Args:
@@ -159,6 +160,9 @@ class Runtime:
                 Without it, every path below fp32 is checked at 0.01 of the range (the default check).
             sample: the input the accuracy check runs on (as for a call).
             check_accuracy: False turns the accuracy check off (every candidate path is used unchecked).
+            priority: its requests' importance, ``critical``, ``high``, ``normal`` (default) or ``low``
+                (:mod:`scheduler.priority`): under overload the lowest gives way first. A request issued
+                inside ``rt.frame(priority=…)`` takes the frame's.
 
         Raises:
             ModelLoadError: missing or corrupt file, or no delegate here can run it.
@@ -171,6 +175,7 @@ class Runtime:
             raise EdgeRTError("the runtime is closed; create a new edgert.Runtime")
         name, slo_ms = _validate.name(name), _validate.slo_ms(slo_ms, name)
         then = _validate.names(then, "then")
+        priority = check_priority(priority, f"priority of model {name!r}" if name else "priority")
         delegates = None if delegates is None else _validate.names(
             [delegates] if isinstance(delegates, str) else delegates, "delegates")
         arts = artifacts_of(source, _validate.model_format(format))
@@ -182,7 +187,7 @@ class Runtime:
             raise ConfigError(f"a model named {name!r} is already loaded; pass another name=")
         allowed_d = check_delegate_names(delegates, self._delegates)
         lm = LoadedModel(name, arts, (), (), slo_ms)
-        lm.then = tuple(then)
+        lm.then, lm.priority = tuple(then), priority
         check = accuracy_check(lm, tolerance, sample, check_accuracy)
         excluded: dict[str, str] = {}
         opened = open_on_workers(lm, d.workers, allowed_d, self._delegates, self._warmup_runs, check, excluded)
@@ -208,16 +213,21 @@ class Runtime:
             d.ends.stats[lm.name] = ModelStats(excluded=excluded, accuracy=check.summary() if check else None)
 
     @contextmanager
-    def frame(self, budget_ms: float | None = None, *, deadline_ms: float | None = None) -> Iterator[Frame]:
+    def frame(self, budget_ms: float | None = None, *, deadline_ms: float | None = None,
+              priority: str | None = None, processors: Sequence[str] | None = None) -> Iterator[Frame]:
         """Requests issued inside share one absolute deadline: now + the frame's budget (ms).
 
         ``budget_ms`` is a time span from now; every other ``deadline_ms`` of edgert (``Result``,
         ``Frame``, ``RequestView``) is an absolute time on the runtime clock. ``deadline_ms=`` is the
         name DESIGN.md gives this argument, kept: ``rt.frame(deadline_ms=33.3)`` is the same budget
-        as ``rt.frame(33.3)`` or ``rt.frame(budget_ms=33.3)``; give one of them.
+        as ``rt.frame(33.3)`` or ``rt.frame(budget_ms=33.3)``; give one of them. ``priority=`` (``critical``,
+        ``high``, ``normal``, ``low``) is the importance of every request issued inside (default: each
+        model's own, ``rt.load(priority=)``). ``processors=`` restricts those requests to some of
+        :attr:`processors` (e.g. ``["cloud"]``: an XR stream offloaded as its rate ladder's last rung).
 
         Raises:
-            ConfigError: neither or both given, or a budget that is not a number of ms > 0.
+            ConfigError: neither or both given, a budget that is not a number of ms > 0, an unknown priority
+                or processor.
         """
         if (budget_ms is None) == (deadline_ms is None):
             raise ConfigError("rt.frame() takes one budget in ms: rt.frame(33.3), rt.frame(budget_ms=33.3) or "
@@ -226,7 +236,13 @@ class Runtime:
         assert budget is not None   # (one of the two, checked above)
         if not budget > 0:
             raise ConfigError(f"frame {name} must be > 0, got {budget}")
+        level = None if priority is None else check_priority(priority, "frame priority")
+        where = None if processors is None else _validate.names(processors, "processors")
+        for p in where or ():
+            if p not in self.processors:
+                raise did_you_mean("processor", p, self.processors)
         f = self._dispatcher.new_frame(budget)
+        f.priority, f.allowed = level, where
         tok = current_frame.set(f)
         try:
             yield f

@@ -52,8 +52,10 @@ class TraceWriter:
         self._lock = threading.Lock()
         self._open: OrderedDict[str, list[object]] = OrderedDict()   # id -> [record, ended?]
 
-    def request(self, t_ms: float, model: str, deadline_ms: float, rid: str, after: str | None) -> None:
-        """Record one request that became known at ``t_ms`` (ms) with absolute ``deadline_ms`` (ms)."""
+    def request(self, t_ms: float, model: str, deadline_ms: float, rid: str, after: str | None,
+                priority: str = "normal") -> None:
+        """Record one request that became known at ``t_ms`` (ms) with absolute ``deadline_ms`` (ms) (and its
+        ``priority`` when it is not ``normal``)."""
         rec: dict[str, object] = {"t_ms": round(t_ms, 3), "model": model}
         if not math.isinf(deadline_ms):
             rec["slo_ms"] = round(deadline_ms - t_ms, 3)
@@ -61,6 +63,8 @@ class TraceWriter:
         if after is not None:
             rec["after"] = after
         rec["p"] = 1.0
+        if priority != "normal":
+            rec["priority"] = priority
         with self._lock:
             self._open[rid] = [rec, False]
             if len(self._open) > MAX_OPEN:   # one never ends: give up waiting for it

@@ -49,6 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--models-dir", default=None, help="MediaPipe models directory (default: the user cache)")
     p.add_argument("--users", type=_args.integer(1, 64), default=1,
                    help="XR users, each with every stream; user k's camera is 40*k frames behind (default 1)")
+    p.add_argument("--priority", default=None, metavar="STREAM=LEVEL[,...]",
+                   help="each stream's importance: critical, high, normal (default) or low, e.g. "
+                        "hands=critical,face=high,pose=normal,segmentation=low; under overload the lowest steps "
+                        "its rate down first; with --users N it applies to that stream of every user")
     p.add_argument("--cpu-workers", type=_args.workers, default=None, help="CPU workers (default: one per core)")
     p.add_argument("--trace", type=_args.output_path(), default=None, help="record every request as JSONL (simulator input)")
     p.add_argument("--timeline", type=_args.output_path(), default=None, help="write a Chrome trace-event timeline (Perfetto)")

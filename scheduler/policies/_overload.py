@@ -187,7 +187,7 @@ class OverloadPlan:
         A request without a deadline is best-effort: it can never be late, so it is neither
         counted in the demand the plan guards nor offloaded or shed (always LOCAL).
         """
-        rid, m, arrival, deadline, _, _, down, _ = req   # one unpack: cheaper than six field reads, per request
+        rid, m, arrival, deadline, _, _, down, _, _ = req   # one unpack: cheaper than six field reads, per request
         if deadline == math.inf:
             self.fates[rid] = LOCAL
             return LOCAL

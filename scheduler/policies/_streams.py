@@ -59,7 +59,7 @@ class Streams:
 
     def see(self, req: RequestView) -> None:
         """Count one newly seen request of its stream."""
-        _, model, t, deadline, stream, _, down, _ = req   # one unpack: cheaper than five field reads, per request
+        _, model, t, deadline, stream, _, down, _, _ = req   # one unpack: cheaper than five field reads, per request
         key = stream or model
         s = self._s.get(key)
         if s is None:

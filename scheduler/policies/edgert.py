@@ -128,6 +128,12 @@ whose processors run one invocation at a time. One decision:
    ``stale_ms`` ages toward its prior while the model is refused on it; the first request it then
    fits is the probe.
 
+11. **Priorities** (:mod:`~scheduler.policies._reserve`; ``RequestView.priority``): once a request
+   declares a level other than ``normal``, the urgency key takes a lead by level (critical first among
+   requests due about together); with ``keep_room`` a request below critical does not take the last local
+   processor free in time for a critical stream's next frame (its arrival predicted from the stream's
+   period): it waits while another processor is busy. With every request ``normal`` nothing changes.
+
 No clock, no I/O, no randomness. The only state carried between decisions
 is the overload plan's (stream rates, shares, each pending request's fate), the heat estimate and
 the ager's (when each estimate last changed, which models were refused on it), which
@@ -146,6 +152,7 @@ from scheduler.policies._energy import EnergyTable, make_objective
 from scheduler.policies._late import late_choice, wait_choice
 from scheduler.policies._lone import best_effort, lone
 from scheduler.policies._overload import CLOUD, LOCAL, SHED, OverloadPlan
+from scheduler.policies._reserve import CriticalRoom, priority_urgency, room_gate
 from scheduler.policies._slots import BEHIND_REASON  # noqa: F401 - re-exported: benchmarks and tests count by it
 from scheduler.policies._slots import (
     _SLOWER,
@@ -196,6 +203,11 @@ class EdgertPolicy:
         stale_ms: a local estimate no run has refreshed for this long (ms), of a model refused on it,
             starts aging back toward its prior (see the module docstring, 10); None: estimates never age.
         stale_half_life_ms: how fast a stale estimate then ages (ms: the gap to its prior halves).
+        keep_room: a request below critical leaves the last processor free in time for a critical stream's
+            next frame (see the module docstring, 11); False (the default): priorities only order. Measured on
+            the XR demo's streams on 2 cores it cost more than it gave (``benchmarks/xr_overload.py``, system
+            ``edgert+prio+room``): held runs left a core idle until the critical frame came, and the held
+            frames then missed; the pipelines keep the critical streams' room in their admission instead.
         **plan_options: :class:`~scheduler.policies._overload.OverloadPlan`
             options (``target``, ``shed_target``, ``replan_ms`` …).
 
@@ -207,14 +219,14 @@ class EdgertPolicy:
     #: it takes ``objective`` and ``energy`` (``scheduler.registry.make_policy`` passes the profile's)
     energy_aware: ClassVar[bool] = True
 
-    __slots__ = ("_idle", "ager", "cloud_margin", "eft_slack", "green", "guard_ms", "k_local", "margin", "objective", "plan",
-                 "refused", "risky_margin", "short_first", "supersede", "use_plan", "watch", "window")
+    __slots__ = ("_idle", "ager", "cloud_margin", "eft_slack", "green", "guard_ms", "k_local", "keep_room", "margin", "objective", "plan",
+                 "prioritized", "refused", "room", "risky_margin", "short_first", "supersede", "use_plan", "watch", "window")
 
     def __init__(self, supersede: bool = True, margin: float = 0.2, cloud_margin: float = 0.4,
                  guard_ms: float = 5.0, eft_slack: float = 1.0, plan: bool = True, risky_margin: float = 0.05,
                  window: int = 32, objective: str = "balanced", energy: EnergyTable | None = None,
                  heat_horizon_ms: float = 60_000.0, short_first: float = 2.0, stale_ms: float | None = 1000.0,
-                 stale_half_life_ms: float = 500.0, **plan_options: Any) -> None:
+                 stale_half_life_ms: float = 500.0, keep_room: bool = False, **plan_options: Any) -> None:
         for label, value in (("margin", margin), ("cloud_margin", cloud_margin), ("guard_ms", guard_ms),
                              ("eft_slack", eft_slack), ("risky_margin", risky_margin), ("short_first", short_first)):
             if not value >= 0:
@@ -236,6 +248,9 @@ class EdgertPolicy:
         self.risky_margin = risky_margin
         self.short_first = short_first
         self.use_plan = plan
+        self.keep_room = keep_room
+        self.prioritized = False   # a request declared a level other than normal (then _reserve's rules apply)
+        self.room = CriticalRoom()
         self.plan = OverloadPlan(risky_margin=risky_margin, **plan_options)
         self.objective = objective
         self.green, self.watch = make_objective(objective, energy, margin, cloud_margin, heat_horizon_ms)
@@ -276,12 +291,13 @@ class EdgertPolicy:
         if self.watch is not None:
             self.green.frugal = self.watch.observe(procs, now_ms)   # type: ignore[union-attr]  # set together
         plan, use_plan = self.plan, self.use_plan
-        if len(pending) == 1 and self.green is None and (not use_plan or plan.idle):
+        if len(pending) == 1 and self.green is None and (not use_plan or plan.idle) and not self._prioritize(pending):
             lone = self._lone(pending[0], procs, estimator, now_ms)
             if lone is not None:
                 return lone
         overloaded = use_plan and plan.overloaded
         key = _overload_urgency(est, procs.local, self.short_first) if overloaded and self.short_first else _urgency
+        key, gate = self._priorities(key, pending, est, procs, now_ms)
         ordered: Sequence[RequestView]
         if len(pending) > self.window:   # the most urgent first; nsmallest is sorted(...)[:n], stable
             if key is _urgency:   # sorted in C over C-level keys (the same order): a burst leaves hundreds pending
@@ -294,7 +310,7 @@ class EdgertPolicy:
         setting = (plan, use_plan, plan.fates, plan.whole, plan.reserved if use_plan else None, overloaded,
                    0.5 * plan.tight_ms if overloaded else _INF,   # a longer local run holds a tight stream's processor
                    estimator.ema_table().get if type(estimator) is LatencyEstimator else None,
-                   None if self.green is None or overloaded else self.green)   # the energy objective, if any
+                   None if self.green is None or overloaded else self.green, gate)   # energy objective; room check
         n = len(procs.names)   # the decision's state (see Work), which _place fills
         work = Work(procs.ready[:], [], {} if self.supersede else None, [None] * n, [0.0] * n, {})
         return self._place(ordered, procs, estimator, now_ms, setting, work)
@@ -302,12 +318,11 @@ class EdgertPolicy:
     def _place(self, ordered: Sequence[RequestView], procs: Processors, estimator: LatencyModel,
                now_ms: float, setting: tuple[Any, ...], work: Work) -> list[Assignment]:
         """Place each request (most urgent first) against what more urgent ones claimed; see decide."""
-        names, ready, is_cloud, free, slots, _, _, _ = procs
-        plan, use_plan, known_fates, whole, reserved, overloaded, long_ms, lookup, green = setting   # see decide
+        (names, ready, is_cloud, free, slots, _, _, _), (_, out, placed, last, last_start, rows) = procs, work   # Work
+        plan, use_plan, known_fates, whole, reserved, overloaded, long_ms, lookup, green, gate = setting   # see decide
         k_local, cloud_margin, risky_margin, guard_ms = self.k_local, self.cloud_margin, self.risky_margin, self.guard_ms
-        _, out, placed, last, last_start, rows = work   # the decision's state: see Work
         for req in ordered:
-            rid, model, _, deadline, stream, _, downstream_ms, allowed = req   # faster than 7 attribute reads
+            rid, model, _, deadline, stream, _, downstream_ms, allowed, level = req   # faster than 8 attribute reads
             if new := (fate := known_fates.get(rid, -1) if use_plan else LOCAL) < 0:   # the plan's fate: fixed
                 fate = plan.fate(req)                                                # when the request is first seen
             row = rows.get(model) or rows.setdefault(model, _row(lookup, estimator, model, names))   # [(i, ms)]
@@ -348,10 +363,11 @@ class EdgertPolicy:
                                                      long_ms, procs, target, now_ms, green)
                 elif green is not None:   # a cheaper placement in time
                     pick, finish = green.choose(model, row, local, local_f, procs, target, now_ms)
-            elif c := late_choice(self, req, row, target, (local, local_f, cloud, cloud_f), procs, now_ms, work, new):
-                pick, finish = c                          # no local processor makes it in time, even after a wait
-            else:
-                continue                                  # swapped, superseded, dropped or left pending
+            else:   # no local processor makes it in time, even after a wait
+                pick, finish = late_choice(self, req, row, target, (local, local_f, cloud, cloud_f), procs, now_ms,
+                                           work, new) or (-1, 0.0)
+            if pick < 0 or gate is not None and gate(level, pick, finish, ready, now_ms):
+                continue   # swapped, superseded, dropped or left pending; or it would take a critical frame's room
             last[pick], last_start[pick] = req, (start := ready[pick])   # the claim (dispatched when it starts now)
             ready[pick] = finish if slots[pick] == 1 else _slot_ready(pick, start, finish, ready, free, slots)
             if placed is not None:
@@ -359,6 +375,25 @@ class EdgertPolicy:
             if start <= now_ms:
                 out.append(Assignment(rid, names[pick]))
         return out
+
+    def _prioritize(self, pending: Sequence[RequestView]) -> bool:
+        """Whether the priority rules (11) apply: a request declared a level other than normal, now or before."""
+        if not self.prioritized and _declares(pending):
+            self.prioritized = True
+        return self.prioritized
+
+    def _priorities(self, key: Any, pending: Sequence[RequestView], est: Any, procs: Processors,
+                    now_ms: float) -> tuple[Any, Any]:
+        """The urgency key with the levels' leads, and the room check for this decision (None: no critical
+        stream is expected), once the priority rules apply (11); else ``key`` and None."""
+        if not self._prioritize(pending):
+            return key, None
+        room = self.room
+        for r in pending:
+            if r.priority == "critical":
+                room.see(r, min((ms for p in procs.local if (ms := est(r.model, p)) is not None), default=0.0))
+        starts = [] if room.empty else room.next_starts(now_ms, self.k_local)
+        return priority_urgency(key), room_gate(starts, procs.is_cloud) if starts and self.keep_room else None
 
     #: the lone-request shortcuts (:mod:`scheduler.policies._lone`), as methods so a test double can switch
     #: them off, bound straight to the functions (a delegating method would cost a call on every sync request)
@@ -382,6 +417,14 @@ def _overload_urgency(est: Any, local: Sequence[str], short_first: float) -> Any
         return r.deadline_ms - r.downstream_ms + short_first * run
 
     return key
+
+
+def _declares(pending: Sequence[RequestView]) -> bool:
+    """Whether a pending request declares a priority other than ``normal``."""
+    for r in pending:
+        if r[8] != "normal":
+            return True
+    return False
 
 
 def _unsupported(req: RequestView) -> str:

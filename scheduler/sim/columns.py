@@ -78,6 +78,8 @@ class Workload:
         p: float64 fire probability (as given).
         origin: where each model was first named (``file:line`` or the scenario), for errors.
         keys: the trace's id strings, or None (then a request's key is ``stream/frame``).
+        priorities: the level of each stream that declares one other than ``normal`` (a trace line's
+            ``priority``); the policy sees it as ``RequestView.priority``.
     """
 
     name: str
@@ -93,6 +95,7 @@ class Workload:
     p: np.ndarray
     origin: dict[str, str]
     keys: list[str] | None = None
+    priorities: dict[str, str] = field(default_factory=dict)
     _objects: list[Request] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:

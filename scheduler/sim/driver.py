@@ -80,6 +80,8 @@ class RequestColumns(NamedTuple):
     frame: list[int]
     deadline_ms: list[float]
     downstream_ms: list[float]
+    #: its stream's level (``Workload.priorities``; ``normal`` unless the trace says otherwise)
+    priority: list[str]
 
 
 class RootArrivals:
@@ -230,9 +232,11 @@ class Simulation:
         self._heap: list[Event] = []
         self._seq = 0
         self._mcode: list[int] = wl.model.tolist()        # by request id: its model's code
+        levels = np.array([wl.priorities.get(s, "normal") for s in wl.streams] or ["normal"], object)
         self._cols = RequestColumns(np.array(wl.models, object)[wl.model].tolist(),
                                     np.array(wl.streams, object)[wl.stream].tolist(),
-                                    wl.frame.tolist(), (wl.t_ms + wl.slo_ms).tolist(), self._downstream)
+                                    wl.frame.tolist(), (wl.t_ms + wl.slo_ms).tolist(), self._downstream,
+                                    levels[wl.stream].tolist())
         self._expected = self.estimator.ema_table()   # read by the processors' views
         self._views = [p.idle_view for p in self.processors]
         self._pviews = tuple(self._views)
@@ -274,7 +278,7 @@ class Simulation:
         for rid in rids:
             self._ready[rid] = now
             self._pending[rid] = RequestView(rid, cols.model[rid], now, cols.deadline_ms[rid], cols.stream[rid],
-                                             cols.frame[rid], cols.downstream_ms[rid])
+                                             cols.frame[rid], cols.downstream_ms[rid], None, cols.priority[rid])
 
     def _run_ends(self, rid: int, now: float) -> None:
         """Request ``rid``'s run ends at ``now``: the estimator learns its time, its processor starts the head of

@@ -6,7 +6,9 @@ One request a line::
 
 ``t_ms`` and ``model`` are required. ``slo_ms`` (default: none, an infinite
 deadline), ``id`` (default: ``line<N>``), ``after``, ``p`` (default 1),
-``stream`` (default: the model) and ``frame`` are optional; other keys (a
+``stream`` (default: the model), ``frame`` and ``priority`` (``critical``,
+``high``, ``normal``: the default, ``low``; one per stream: the policy sees
+it as ``RequestView.priority``) are optional; other keys (a
 live run also writes ``status``, ``processor``, ``latency_ms`` …) are
 ignored, so a live run's ``trace=`` file replays as is. Lines may come in
 any order (a live run writes them as requests finish); ``after`` may name a
@@ -33,6 +35,7 @@ from typing import IO, Any
 import numpy as np
 
 from scheduler.errors import TraceError, open_input
+from scheduler.priority import DEFAULT_PRIORITY, PRIORITIES, RANK
 from scheduler.sim.workload import Request, Workload
 
 #: Largest ``t_ms`` / ``slo_ms`` a trace may give (ms): 1e10 ms, about 116 days.
@@ -108,7 +111,7 @@ def _json_object(s: str, where: str) -> dict[str, Any]:
 
 
 def _fields(obj: dict[str, Any], where: str, lineno: int) -> tuple[Any, ...]:
-    """One line's fields validated: (t_ms, model, slo_ms, p, key, stream, frame, after)."""
+    """One line's fields validated: (t_ms, model, slo_ms, p, key, stream, frame, after, priority)."""
     t = _num(obj, "t_ms", where, required=True)
     assert t is not None   # required=True raised otherwise
     if not 0 <= t <= MAX_MS:
@@ -135,7 +138,10 @@ def _fields(obj: dict[str, Any], where: str, lineno: int) -> tuple[Any, ...]:
         after = _ident(after, "after must be the id of another line", where)
     else:
         t, slo = _submitted(obj, t, slo, where)
-    return t, model, slo, prob, key, stream, frame, after
+    level = obj.get("priority", DEFAULT_PRIORITY)
+    if level not in RANK:
+        raise TraceError(f"{where}: priority must be one of {', '.join(PRIORITIES)}, got {_show(level)}")
+    return t, model, slo, prob, key, stream, frame, after, level
 
 
 def _submitted(obj: dict[str, Any], t: float, slo: float, where: str) -> tuple[float, float]:
@@ -196,12 +202,16 @@ class _Columns:
         self.models: dict[str, int] = {}
         self.streams: dict[str, int] = {}
         self.origin: dict[str, str] = {}
+        self.priorities: dict[str, str] = {}   # stream -> its level
         self._index = _KeyIndex(self.keys)
         self._waiting: dict[str, list[int]] = {}   # parent key -> children that named it first
 
     def add(self, fields: tuple[Any, ...], lineno: int, where: str) -> None:
         """Append one validated line; link it to its parent and its waiting children."""
-        t, model, slo, prob, key, stream, frame, after = fields
+        t, model, slo, prob, key, stream, frame, after, level = fields
+        if self.priorities.setdefault(stream, level) != level:
+            raise TraceError(f"{where}: stream {stream!r} is {level!r} here but {self.priorities[stream]!r} on an "
+                             "earlier line; a stream has one priority")
         first = self._index.get(key)
         if first >= 0:
             raise TraceError(f"{where}: duplicate id {key!r} (first on line {self.line[first]})")
@@ -255,7 +265,8 @@ class _Columns:
         t, slo, model, stream, frame, fires, p = cols
         return Workload(name=f"trace {self.name}", models=list(self.models), streams=list(self.streams),
                         t_ms=t, slo_ms=slo, model=model, stream=stream, frame=frame, parent=parent,
-                        fires=fires, p=p, origin=self.origin, keys=keys)
+                        fires=fires, p=p, origin=self.origin, keys=keys,
+                        priorities={s: v for s, v in self.priorities.items() if v != DEFAULT_PRIORITY})
 
 
 class _KeyIndex:

@@ -95,6 +95,31 @@ def test_xr_demo_users_name_each_users_streams_and_count_what_they_find(tmp_path
     assert "hands#1" in proc.stdout
 
 
+@pytest.mark.slow
+def test_xr_demo_priority_reports_each_streams_level_lateness_rate_and_ladder(tmp_path, mediapipe_dir):
+    """--priority with --users 2: every user's stream takes its level; per stream the outcomes add up
+    (frames taken = on time + late + shed + dropped/failed), rate_fps is on-time results per second, and
+    every ladder step names its stream and why. No count is asserted: they depend on the host."""
+    out = tmp_path / "summary.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "edgert.cli", "run", "xr-demo", "--seconds", "2", "--quiet", "--users", "2",
+         "--priority", "hands=critical,segmentation=low", "--models-dir", str(mediapipe_dir), "--json", str(out)],
+        capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(out.read_text())
+    streams = summary["per_stream"]
+    levels = {"hands": "critical", "face": "normal", "pose": "normal", "segmentation": "low"}
+    for name, s in streams.items():
+        assert s["priority"] == levels[name.split("#")[0]], (name, s["priority"])
+        assert s["on_time"] + s["late"] + s["frames_shed"] + s["dropped"] <= s["frames"], (name, s)
+        assert s["rate_fps"] == pytest.approx(s["on_time"] / 2.0)
+        assert all(st["stream"] == name and st["reason"] for st in s["ladder"])
+    assert summary["ladder"] == sorted(summary["ladder"], key=lambda st: st["t_ms"])
+    bad = subprocess.run([sys.executable, "-m", "edgert.cli", "run", "xr-demo", "--priority", "hand=critical"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "did you mean 'hands'" in bad.stderr
+
+
 def test_xr_demo_users_must_be_a_whole_number_of_at_least_one():
     proc = subprocess.run([sys.executable, "-m", "edgert.cli", "run", "xr-demo", "--users", "0"],
                           capture_output=True, text=True, timeout=60)

@@ -66,3 +66,33 @@ def test_the_runtime_keys_a_frames_repeats_as_streams_of_their_own(model_dir):
     assert [policy.streams[r.id] for r in results] == ["tiny", "tiny#2", "tiny#3"] * 2
     assert [r.key for r in results[:3]] == [f"f{frames[0]}/tiny", f"f{frames[0]}/tiny#2", f"f{frames[0]}/tiny#3"]
     assert policy.streams[plain.id] == "tiny"
+
+
+class RecordsViews(RecordsStreams):
+    """Test double: edgert's own policy, noting every request's view."""
+
+    def decide(self, view, now_ms):
+        for r in view.pending:
+            self.streams[r.id] = r
+        return self.inner.decide(view, now_ms)
+
+
+def test_a_request_carries_its_frames_priority_else_its_models_and_its_frames_processors(model_dir):
+    policy = RecordsViews()
+    with edgert.Runtime(scheduler=policy, delegates="ort-cpu", cpu_workers=2) as rt:
+        m = rt.load(model_dir / "tiny.onnx", name="tiny", priority="low")
+        x = genmodels.example_inputs("tiny")
+        plain = m.submit(x).result()
+        with rt.frame(deadline_ms=500.0, priority="critical", processors=["cpu1"]):
+            framed = m.submit(x)
+        with rt.frame(deadline_ms=500.0):
+            default = m.submit(x)
+        framed, default = framed.result(), default.result()
+        with pytest.raises(edgert.ConfigError, match="did you mean 'cpu1'"):
+            with rt.frame(deadline_ms=5.0, processors=["cpu7"]):
+                pass
+        with pytest.raises(edgert.ConfigError, match="did you mean 'critical'"):
+            rt.load(model_dir / "tiny.onnx", name="tiny2", priority="critcal")
+    views = policy.streams
+    assert (views[plain.id].priority, views[framed.id].priority, views[default.id].priority) == ("low", "critical", "low")
+    assert views[framed.id].allowed == ("cpu1",) and framed.processor == "cpu1" and views[default.id].allowed is None
