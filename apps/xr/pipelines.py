@@ -42,9 +42,10 @@ ERRORS_KEPT = 64
 #: A prediction error older than this (ms) no longer counts in the margin (a busy spell passes).
 ERROR_TTL_MS = 2000.0
 #: By level, the quantile of the recent prediction errors (actual finish - predicted, ms) added to a frame's
-#: predicted finish before it is compared with its deadline: a critical frame is skipped only when it is
-#: more likely late than not (skipping it is a sure miss of the stream that matters most).
-ERROR_QUANTILE = {"critical": 0.5, "high": 0.75, "normal": 0.9, "low": 0.9}
+#: predicted finish before it is compared with its deadline. A critical frame takes a lower quantile: skipping
+#: it is a sure miss of the stream that matters most, so it runs on worse odds; 0.5 there and 0.75 for ``high``
+#: served 6-10 % of those streams' frames late at two users (``benchmarks/results/xr_overload.md``).
+ERROR_QUANTILE = {"critical": 0.75, "high": 0.9, "normal": 0.9, "low": 0.9}
 #: The streams a Pipelines can run, as ``priority=`` dicts name them.
 STREAM_NAMES = ("hands", "face", "pose", "segmentation")
 _LADDERS: weakref.WeakKeyDictionary[edgert.Runtime, RateLadder] = weakref.WeakKeyDictionary()
