@@ -25,7 +25,7 @@ import onnx
 
 from edgert.errors import ConfigError, EdgeRTError, InferenceError
 from recursion.forest import Forest
-from recursion.plan import MAX_ROWS, Plan, make_plan
+from recursion.plan import MAX_ROWS, Group, Plan, make_plan
 from recursion.runners import CellHandle, Runner, as_runner, unique_name
 from recursion.subgraph import Branch, SubGraph
 from recursion.tree import Tree
@@ -169,13 +169,16 @@ class Executor:
                          self.max_rows, self.memoize)
 
     def run(self, trees: Sequence[Tree] | Forest, fields: Mapping[str, np.ndarray] | None = None,
-            shards: int | None = None, plan: Plan | None = None) -> RunResult:
+            shards: int | None = None, plan: Plan | None = None, inline: bool = False) -> RunResult:
         """Evaluate ``entry`` on every tree; returns every invocation's outputs.
 
         ``fields`` are node arrays ``[n, …]`` in the batch's global node order
         (``Forest.from_trees(trees)``). ``plan``: one :meth:`plan` made earlier for this same
-        forest and fields (so planning can happen on another thread); None plans here. Raises what
-        a cell call raised (InferenceError, RequestDropped …), naming the SubGraph and branch.
+        forest and fields (so planning can happen on another thread); None plans here.
+        ``inline``: run every cell call synchronously on this thread, in the plan's order (no
+        futures, no thread hand-offs); for a caller that already runs one part per worker on its
+        own thread (:meth:`TreeModel.encode`). Raises what a cell call raised (InferenceError,
+        RequestDropped …), naming the SubGraph and branch.
         """
         t0 = time.perf_counter()
         forest = trees if isinstance(trees, Forest) else Forest.from_trees(trees)
@@ -191,7 +194,10 @@ class Executor:
         cells = {(g.sg, g.branch): self._cell(g.sg, g.branch, sgs[g.sg], sgs[g.sg].branches[g.branch])
                  for g in plan.groups}
         t1 = time.perf_counter()
-        self._execute(plan, fields, bufs, cells)
+        if inline:
+            self._execute_inline(plan, fields, bufs, cells)
+        else:
+            self._execute(plan, fields, bufs, cells)
         t2 = time.perf_counter()
         stats = RunStats(len(forest.roots), forest.n, sum(plan.rows), len(plan.groups), plan.waves,
                          (t1 - t0) * 1e3, (t2 - t1) * 1e3)
@@ -213,6 +219,14 @@ class Executor:
                 b[-1] = 0
         return bufs
 
+    def _execute_inline(self, plan: Plan, fields: Mapping[str, np.ndarray], bufs: list[dict[str, np.ndarray]],
+                        cells: Mapping[tuple[int, int], CellHandle]) -> None:
+        """Every group of ``plan`` in its order (each one's dependencies come first), as sync calls on this thread."""
+        sgs = plan.subgraphs
+        for g in plan.groups:
+            handle = cells[(g.sg, g.branch)]
+            _store(g, sgs, bufs, self._guard(g, sgs, handle, handle.call, _inputs(g, sgs, fields, bufs)))
+
     def _execute(self, plan: Plan, fields: Mapping[str, np.ndarray], bufs: list[dict[str, np.ndarray]],
                  cells: Mapping[tuple[int, int], CellHandle]) -> None:
         """Run every group of ``plan`` once its dependencies are done, writing its rows of ``bufs``: a lone
@@ -228,17 +242,10 @@ class Executor:
         ready = deque(g for g in groups if not g.deps)
 
         def inputs_of(g: Any) -> dict[str, np.ndarray]:
-            br = sgs[g.sg].branches[g.branch]
-            inputs = {name: fields[f][g.nodes] for name, f in br.fields.items()}
-            for ga in g.gathers:  # one flat take per input (faster than 2-D fancy indexing)
-                src = bufs[ga.sg][ga.output]
-                inputs[ga.name] = np.take(src, ga.rows.ravel(), axis=0).reshape(ga.rows.shape + src.shape[1:])
-            return inputs
+            return _inputs(g, sgs, fields, bufs)
 
         def finish(g: Any, out: Mapping[str, np.ndarray]) -> None:
-            b = bufs[g.sg]
-            for cell_out, name in (sgs[g.sg].branches[g.branch].outputs or {}).items():
-                b[name][g.start:g.stop] = out[cell_out]
+            _store(g, sgs, bufs, out)
             for d in dependents[g.id]:
                 waiting[d] -= 1
                 if waiting[d] == 0:
@@ -265,3 +272,22 @@ class Executor:
             handle = cells[(g.sg, g.branch)]
             finish(g, self._guard(g, sgs, handle, lambda f, h=handle: h.unwrap(f.result()), fut))
             completed += 1
+
+
+def _inputs(g: Group, sgs: Sequence[SubGraph], fields: Mapping[str, np.ndarray],
+            bufs: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """A group's cell inputs: its nodes' fields, and one gather per InvokeOp input from the buffers."""
+    br = sgs[g.sg].branches[g.branch]
+    inputs = {name: fields[f][g.nodes] for name, f in br.fields.items()}
+    for ga in g.gathers:  # one flat take per input (faster than 2-D fancy indexing)
+        src = bufs[ga.sg][ga.output]
+        inputs[ga.name] = np.take(src, ga.rows.ravel(), axis=0).reshape(ga.rows.shape + src.shape[1:])
+    return inputs
+
+
+def _store(g: Group, sgs: Sequence[SubGraph], bufs: list[dict[str, np.ndarray]],
+           out: Mapping[str, np.ndarray]) -> None:
+    """Copy a group's outputs into its rows (``start:stop``) of its SubGraph's buffers."""
+    b = bufs[g.sg]
+    for cell_out, name in (sgs[g.sg].branches[g.branch].outputs or {}).items():
+        b[name][g.start:g.stop] = out[cell_out]

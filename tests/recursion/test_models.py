@@ -160,3 +160,33 @@ def test_part_sizes_are_front_loaded_and_cover_the_batch() -> None:
     assert part_sizes(100, 4, prep_share=0.0) == [25, 25, 25, 25]
     a, b = part_sizes(10_000, 2, prep_share=0.2)
     assert abs(a / 10_000 - 0.2 / 1.2 / (1 - (1 - 0.2 / 1.2) ** 2)) < 1e-3
+
+
+@pytest.mark.parametrize("cls", [ChildSumTreeLSTM, BinaryTreeLSTM, TreeRNN], ids=lambda c: c.__name__)
+def test_folded_leaf_table_equals_the_product_per_leaf(ort_runner, sst_trees, cls) -> None:
+    """``fold_leaves`` (the default): the leaf cell gathers rows of ``emb @ W + b``, no MatMul left in it;
+    every node's state equals that of the cell that multiplies each leaf's embedding."""
+    import onnx
+
+    folded = cls.random(_vocab(sst_trees), input_dim=24, hidden=20, seed=1, runtime=ort_runner)
+    plain = cls(folded.weights, runtime=ort_runner)
+    plain.fold_leaves = False
+
+    def leaf_ops(model):
+        return {n.op_type for n in onnx.load_from_string(model.subgraph.branches[0].cell).graph.node}
+
+    assert "MatMul" not in leaf_ops(folded) and "MatMul" in leaf_ops(plain)
+    np.testing.assert_allclose(folded.run(sst_trees).nodes("h"), plain.run(sst_trees).nodes("h"), atol=1e-5)
+
+
+def test_encode_parts_inline_or_submitted_agree(rt, sst_trees) -> None:
+    """encode's parts make their cell calls themselves (inline) or submit them: the same root states."""
+    trees = (sst_trees * 3)[:150]
+    model = ChildSumTreeLSTM.random(_vocab(sst_trees), input_dim=12, hidden=8, seed=5, runtime=rt)
+    inline = model.encode(trees)
+    model.inline_parts = False
+    np.testing.assert_allclose(model.encode(trees), inline, atol=1e-6)
+    forest = Forest.from_trees(trees)
+    res = model.executor.run(forest, model.fields(forest), inline=True)
+    np.testing.assert_allclose(res.roots("h"), inline, atol=1e-6)
+    assert res.stats.calls == len(model.executor.plan(forest, model.fields(forest)).groups)
