@@ -169,16 +169,13 @@ class Executor:
                          self.max_rows, self.memoize)
 
     def run(self, trees: Sequence[Tree] | Forest, fields: Mapping[str, np.ndarray] | None = None,
-            shards: int | None = None, plan: Plan | None = None, inline: bool = False) -> RunResult:
+            shards: int | None = None, plan: Plan | None = None) -> RunResult:
         """Evaluate ``entry`` on every tree; returns every invocation's outputs.
 
         ``fields`` are node arrays ``[n, …]`` in the batch's global node order
         (``Forest.from_trees(trees)``). ``plan``: one :meth:`plan` made earlier for this same
-        forest and fields (so planning can happen on another thread); None plans here.
-        ``inline``: run every cell call synchronously on this thread, in the plan's order (no
-        futures, no thread hand-offs); for a caller that already runs one part per worker on its
-        own thread (:meth:`TreeModel.encode`). Raises what a cell call raised (InferenceError,
-        RequestDropped …), naming the SubGraph and branch.
+        forest and fields (so planning can happen on another thread); None plans here. Raises what
+        a cell call raised (InferenceError, RequestDropped …), naming the SubGraph and branch.
         """
         t0 = time.perf_counter()
         forest = trees if isinstance(trees, Forest) else Forest.from_trees(trees)
@@ -194,10 +191,7 @@ class Executor:
         cells = {(g.sg, g.branch): self._cell(g.sg, g.branch, sgs[g.sg], sgs[g.sg].branches[g.branch])
                  for g in plan.groups}
         t1 = time.perf_counter()
-        if inline:
-            self._execute_inline(plan, fields, bufs, cells)
-        else:
-            self._execute(plan, fields, bufs, cells)
+        self._execute(plan, fields, bufs, cells)
         t2 = time.perf_counter()
         stats = RunStats(len(forest.roots), forest.n, sum(plan.rows), len(plan.groups), plan.waves,
                          (t1 - t0) * 1e3, (t2 - t1) * 1e3)
@@ -218,14 +212,6 @@ class Executor:
             for b in bufs[-1].values():
                 b[-1] = 0
         return bufs
-
-    def _execute_inline(self, plan: Plan, fields: Mapping[str, np.ndarray], bufs: list[dict[str, np.ndarray]],
-                        cells: Mapping[tuple[int, int], CellHandle]) -> None:
-        """Every group of ``plan`` in its order (each one's dependencies come first), as sync calls on this thread."""
-        sgs = plan.subgraphs
-        for g in plan.groups:
-            handle = cells[(g.sg, g.branch)]
-            _store(g, sgs, bufs, self._guard(g, sgs, handle, handle.call, _inputs(g, sgs, fields, bufs)))
 
     def _execute(self, plan: Plan, fields: Mapping[str, np.ndarray], bufs: list[dict[str, np.ndarray]],
                  cells: Mapping[tuple[int, int], CellHandle]) -> None:

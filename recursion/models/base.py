@@ -98,9 +98,6 @@ class TreeModel:
         #: float32 rounding, a leaf costs a row copy. The table holds V x (projection width) floats
         #: instead of the embedding's V x D. Set to False before the first run to keep the product per leaf.
         self.fold_leaves = True
-        #: ``encode`` with several parts: each part's thread makes its cell calls itself, one after another
-        #: (sync calls, no hand-offs); False submits each wave's groups and waits for their futures.
-        self.inline_parts = True
 
     # -- weights ------------------------------------------------------------------------
     def _check(self, w: Mapping[str, np.ndarray]) -> dict[str, int]:
@@ -201,7 +198,7 @@ class TreeModel:
             return forest, fields, ex.plan(forest, fields, shards=1), (time.perf_counter() - t) * 1e3
 
         def run(prep: tuple[Forest, dict[str, np.ndarray], Any, float]) -> tuple[np.ndarray, RunStats]:
-            res = ex.run(prep[0], prep[1], plan=prep[2], inline=self.inline_parts)
+            res = ex.run(prep[0], prep[1], plan=prep[2])
             return res.roots(self.STATE), res.stats
 
         # This thread prepares the parts in order and hands each to a pool thread as soon as it is

@@ -178,15 +178,3 @@ def test_folded_leaf_table_equals_the_product_per_leaf(ort_runner, sst_trees, cl
     assert "MatMul" not in leaf_ops(folded) and "MatMul" in leaf_ops(plain)
     np.testing.assert_allclose(folded.run(sst_trees).nodes("h"), plain.run(sst_trees).nodes("h"), atol=1e-5)
 
-
-def test_encode_parts_inline_or_submitted_agree(rt, sst_trees) -> None:
-    """encode's parts make their cell calls themselves (inline) or submit them: the same root states."""
-    trees = (sst_trees * 3)[:150]
-    model = ChildSumTreeLSTM.random(_vocab(sst_trees), input_dim=12, hidden=8, seed=5, runtime=rt)
-    inline = model.encode(trees)
-    model.inline_parts = False
-    np.testing.assert_allclose(model.encode(trees), inline, atol=1e-6)
-    forest = Forest.from_trees(trees)
-    res = model.executor.run(forest, model.fields(forest), inline=True)
-    np.testing.assert_allclose(res.roots("h"), inline, atol=1e-6)
-    assert res.stats.calls == len(model.executor.plan(forest, model.fields(forest)).groups)
