@@ -20,12 +20,25 @@ they agree before printing. Columns:
   at torch's default threads and at 1 thread. Skipped with a message when torch
   is absent (``pip install torch==2.13.0``: a benchmark-only peer).
 
+Workloads (``--workload``):
+
+* ``sst`` (default): the SST test set above.
+* ``nary``: 300 random n-ary trees (``recursion.synth.random_tree``: 10–159 nodes, arities
+  1..6, seed 45, leaves drawn from the SST vocabulary), the shape where a level holds few nodes
+  of many arities, so the fixed cost per level and per call weighs most.
+* ``nary-check``: the same kind of batch from another seed (4545) and arities 1..8, kept out of
+  every tuning run: the check that a change did not just fit the ``nary`` batch.
+
+``--no-fold`` keeps the leaf cells multiplying each leaf's embedding (``model.fold_leaves =
+False``); by default a leaf gathers a row of the vocabulary's precomputed input projection.
+
 Usage::
 
-    python benchmarks/recursion.py [--repeat 5] [--trees 2210] [--pernode-trees 2210]
+    python benchmarks/recursion.py [--workload sst|nary|nary-check] [--repeat 5] [--trees 2210]
+                                   [--pernode-trees 2210] [--no-fold] [--skip-pernode]
 
-Bars (issue 7): ours >= 10x per-node on the same backend; >= 1.5x torch
-level-batched; >= 1.7x from 1 to 2 workers.
+Bars: ours >= 10x per-node on the same backend; >= 1.5x torch level-batched on SST and
+>= 3x on the n-ary batches; >= 1.7x from 1 to 2 workers.
 """
 
 from __future__ import annotations
@@ -44,6 +57,7 @@ sys.path.insert(0, str(ROOT))
 import edgert
 from recursion import Forest, read_ptb
 from recursion.models import ChildSumTreeLSTM
+from recursion.synth import random_tree
 
 SST = ROOT / "recursion" / "data" / "sst"
 
@@ -187,52 +201,125 @@ def torch_level_batched(trees, model: ChildSumTreeLSTM, torch) -> np.ndarray:
         return h[torch.from_numpy(forest.roots)].numpy()
 
 
+#: ``--workload`` n-ary batches: (seed, trees, max arity)
+NARY = {"nary": (45, 300, 6), "nary-check": (4545, 300, 8)}
+
+
+def workload(name: str, count: int | None, words: list[str]) -> list:
+    """The trees of ``name`` (see the module docstring); ``count`` caps how many."""
+    if name == "sst":
+        return read_ptb((SST / "test.txt").read_text().splitlines())[:count]
+    seed, n, arity = NARY[name]
+    rng = np.random.default_rng(seed)
+    trees = [random_tree(int(rng.integers(10, 160)), arity, rng, words) for _ in range(n)]
+    return trees[:count]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per column (median reported)")
-    ap.add_argument("--trees", type=int, default=2210, help="SST test trees to encode (batch = all of them)")
+    ap.add_argument("--workload", choices=("sst", *NARY), default="sst", help="which trees (see above)")
+    ap.add_argument("--trees", type=int, default=None, help="encode only the first N trees of the workload")
+    ap.add_argument("--no-fold", action="store_true", help="leaf cells multiply each embedding (no folded table)")
+    ap.add_argument("--skip-pernode", action="store_true", help="leave out the (slow) per-node columns")
     ap.add_argument("--pernode-trees", type=int, default=None, help="trees for the per-node columns "
                     "(default: all; their time is scaled to --trees)")
     ap.add_argument("--hidden", type=int, default=150)
     ap.add_argument("--input", type=int, default=300)
     args = ap.parse_args(argv)
 
-    trees = read_ptb((SST / "test.txt").read_text().splitlines())[: args.trees]
     words = sorted({w for split in ("train", "dev", "test")
                     for t in read_ptb((SST / f"{split}.txt").read_text().splitlines()) for w in t.leaves()})
+    trees = workload(args.workload, args.trees, words)
     n_nodes = sum(len(t) for t in trees)
     weights = ChildSumTreeLSTM.random(words, input_dim=args.input, hidden=args.hidden, seed=0).weights
     per100 = 100.0 / len(trees)
     import os
 
     print(f"host: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start (other work shares the host)")
-    print(f"Child-Sum TreeLSTM H={args.hidden} D={args.input}, SST test: {len(trees)} trees, {n_nodes} nodes, "
+    print(f"Child-Sum TreeLSTM H={args.hidden} D={args.input}, {args.workload}: {len(trees)} trees, {n_nodes} nodes, "
           f"vocab {len(words)}; median of {args.repeat} runs")
     rows: list[tuple[str, float]] = []
     results: dict[str, np.ndarray] = {}
 
+    variants = [("", True, not args.no_fold), (" no-memo", False, not args.no_fold)]
+    if not args.no_fold:
+        variants.append((" no-fold", True, False))
     for workers in (1, 2):
         with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=workers, records=True) as rt:
-            for memo in (True, False):
+            for suffix, memo, fold in variants:
                 model = ChildSumTreeLSTM(weights, runtime=rt)
+                model.fold_leaves = fold
                 model.executor.memoize = memo
-                label = f"ours {workers}w" + ("" if memo else " no-memo")
+                label = f"ours {workers}w{suffix}"
                 ms, out = timed(lambda m=model: m.encode(trees), args.repeat)
                 rows.append((label, ms))
                 results[label] = out
-                if workers == 2:
+                if workers == 2 and not suffix:
                     overlap = busy_overlap(rt, lambda m=model: m.encode(trees))
                 st = model.executor.last_stats
                 print(f"  {label:28s} {ms:9.1f} ms  ({ms * per100:6.2f} ms/100 trees)  cores used {LAST_CORES[0]:.2f}; "
                       f"{st.calls} cell requests, {st.invocations} invocations, {st.waves} waves")
-                if workers == 2:
+                if workers == 2 and not suffix:
                     print(f"  {'':28s} one more run, from the runtime's records: {overlap}")
+    model = ChildSumTreeLSTM(weights)
+    model.fold_leaves = not args.no_fold
+    sg = model.build_subgraph()
+    if not args.skip_pernode:
+        per_node_columns(trees, args.pernode_trees, model, sg, rows, results, per100)
 
-    pn_trees = trees[: args.pernode_trees] if args.pernode_trees else trees
+    try:
+        import torch
+    except ImportError:
+        torch = None
+        print("  torch level-batched: SKIPPED (torch is not installed; pip install torch==2.13.0 for this column)")
+    if torch is not None:
+        default_threads = torch.get_num_threads()
+        for threads in (default_threads, 1):
+            torch.set_num_threads(threads)
+            label = f"torch level-batched {threads}t"
+            ms, out = timed(lambda: torch_level_batched(trees, model, torch), args.repeat)
+            rows.append((label, ms))
+            results[label] = out
+            print(f"  {label:28s} {ms:9.1f} ms  ({ms * per100:6.2f} ms/100 trees)  cores used {LAST_CORES[0]:.2f}")
+        torch.set_num_threads(default_threads)
+
+    ref = results["ours 1w"]
+    worst = 0.0
+    for label, out in results.items():
+        n = len(out)
+        err = float(np.abs(out - ref[:n]).max())
+        worst = max(worst, err)
+        assert err < 1e-4, f"{label} disagrees with ours by {err}"
+    print(f"  all columns agree on the root states (max |diff| {worst:.1e} < 1e-4)")
+
+    t = dict(rows)
+    best = t["ours 2w"]
+    print("\nratios (higher = ours faster)")
+    if "per-node (bare ORT)" in t:
+        print(f"  per-node (bare ORT) / ours 2w      = {t['per-node (bare ORT)'] / best:6.1f}x   (bar >= 10x)")
+        print(f"  per-node (edgert)   / ours 2w      = {t['per-node (edgert)'] / best:6.1f}x")
+        print(f"  per-node (bare ORT) / ours 2w no-memo = {t['per-node (bare ORT)'] / t['ours 2w no-memo']:6.1f}x")
+    if torch is not None:
+        tt = f"torch level-batched {default_threads}t"
+        bar = "bar >= 3x" if args.workload != "sst" else "bar >= 1.5x"
+        print(f"  {tt} / ours 2w = {t[tt] / best:6.2f}x   ({bar})")
+        print(f"  {tt} / ours 2w no-memo = {t[tt] / t['ours 2w no-memo']:6.2f}x")
+        if "ours 2w no-fold" in t:
+            print(f"  {tt} / ours 2w no-fold = {t[tt] / t['ours 2w no-fold']:6.2f}x")
+        print(f"  torch level-batched 1t / ours 1w   = {t['torch level-batched 1t'] / t['ours 1w']:6.2f}x")
+    print(f"  ours 1w / ours 2w                  = {t['ours 1w'] / best:6.2f}x   (bar >= 1.7x; "
+          f"this host's 2-thread ceiling now: {host_ceiling(sg.branches[1].cell):.2f}x)")
+    print(f"  ours 1w no-memo / ours 2w no-memo  = {t['ours 1w no-memo'] / t['ours 2w no-memo']:6.2f}x")
+    print(f"host load average at the end: {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+def per_node_columns(trees, pernode_trees, model, sg, rows, results, per100) -> None:
+    """The per-node columns: one call per node through edgert, then on a bare ORT session."""
+    pn_trees = trees[:pernode_trees] if pernode_trees else trees
     scale = len(trees) / len(pn_trees)
     with edgert.Runtime(delegates=["ort-cpu"], cpu_workers=1) as rt:
-        model = ChildSumTreeLSTM(weights, runtime=rt)
-        sg = model.build_subgraph()
         leaf = rt.load(sg.branches[0].cell, name="pernode.leaf", format="onnx")
         node = rt.load(sg.branches[1].cell, name="pernode.node", format="onnx")
         ms, out = timed(lambda: per_node(pn_trees, model, leaf, node), 1)
@@ -254,46 +341,6 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(("per-node (bare ORT)", ms * scale))
     results["per-node (bare ORT)"] = out
     print(f"  {'per-node (bare ORT)':28s} {ms * scale:9.1f} ms  ({ms * scale * per100:6.2f} ms/100 trees)")
-
-    try:
-        import torch
-    except ImportError:
-        torch = None
-        print("  torch level-batched: SKIPPED (torch is not installed; pip install torch==2.13.0 for this column)")
-    if torch is not None:
-        default_threads = torch.get_num_threads()
-        for threads in (default_threads, 1):
-            torch.set_num_threads(threads)
-            label = f"torch level-batched {threads}t"
-            ms, out = timed(lambda: torch_level_batched(trees, model, torch), args.repeat)
-            rows.append((label, ms))
-            results[label] = out
-            print(f"  {label:28s} {ms:9.1f} ms  ({ms * per100:6.2f} ms/100 trees)  cores used {LAST_CORES[0]:.2f}")
-        torch.set_num_threads(default_threads)
-
-    ref = results["ours 1w"]
-    for label, out in results.items():
-        n = len(out)
-        err = float(np.abs(out - ref[:n]).max())
-        assert err < 1e-4, f"{label} disagrees with ours by {err}"
-    print("  all columns agree on the root states (max |diff| < 1e-4)")
-
-    t = dict(rows)
-    best = t["ours 2w"]
-    print("\nratios (higher = ours faster)")
-    print(f"  per-node (bare ORT) / ours 2w      = {t['per-node (bare ORT)'] / best:6.1f}x   (bar >= 10x)")
-    print(f"  per-node (edgert)   / ours 2w      = {t['per-node (edgert)'] / best:6.1f}x")
-    print(f"  per-node (bare ORT) / ours 2w no-memo = {t['per-node (bare ORT)'] / t['ours 2w no-memo']:6.1f}x")
-    if torch is not None:
-        tt = f"torch level-batched {default_threads}t"
-        print(f"  {tt} / ours 2w = {t[tt] / best:6.2f}x   (bar >= 1.5x)")
-        print(f"  {tt} / ours 2w no-memo = {t[tt] / t['ours 2w no-memo']:6.2f}x")
-        print(f"  torch level-batched 1t / ours 1w   = {t['torch level-batched 1t'] / t['ours 1w']:6.2f}x")
-    print(f"  ours 1w / ours 2w                  = {t['ours 1w'] / best:6.2f}x   (bar >= 1.7x; "
-          f"this host's 2-thread ceiling now: {host_ceiling(sg.branches[1].cell):.2f}x)")
-    print(f"  ours 1w no-memo / ours 2w no-memo  = {t['ours 1w no-memo'] / t['ours 2w no-memo']:6.2f}x")
-    print(f"host load average at the end: {os.getloadavg()[0]:.2f}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -94,3 +94,18 @@ class CellBuilder:
     def word_embedding(self, emb: np.ndarray, name: str = "word") -> str:
         """Input ``word`` [B] int64 → embedding rows [B, D]."""
         return self.op("Gather", self.const("emb", emb), self.input(name, INT64, ["B"]), axis=0)
+
+    def word_linear(self, emb: np.ndarray, w: np.ndarray, b: np.ndarray, folded: bool, hint: str,
+                    name: str = "word") -> str:
+        """Input ``word`` [B] int64 → ``emb[word] @ w + b`` [B, O].
+
+        ``folded``: the product is taken once here for the whole vocabulary (``emb @ w + b``, a
+        [V, O] table) and the cell only gathers its rows, so a leaf costs a row copy instead of a
+        [D] x [D, O] product per call; the table holds V·O floats instead of the embedding's V·D.
+        Both give the same rows to float32 rounding (~1e-6).
+        """
+        if folded:
+            table = np.asarray(emb, np.float32) @ np.asarray(w, np.float32) + np.asarray(b, np.float32)
+            return self.op("Gather", self.const(self._fresh(hint + "_table"), table),
+                           self.input(name, INT64, ["B"]), axis=0)
+        return self.linear(self.word_embedding(emb, name), w, b, hint)

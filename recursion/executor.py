@@ -25,7 +25,7 @@ import onnx
 
 from edgert.errors import ConfigError, EdgeRTError, InferenceError
 from recursion.forest import Forest
-from recursion.plan import MAX_ROWS, Plan, make_plan
+from recursion.plan import MAX_ROWS, Group, Plan, make_plan
 from recursion.runners import CellHandle, Runner, as_runner, unique_name
 from recursion.subgraph import Branch, SubGraph
 from recursion.tree import Tree
@@ -228,17 +228,10 @@ class Executor:
         ready = deque(g for g in groups if not g.deps)
 
         def inputs_of(g: Any) -> dict[str, np.ndarray]:
-            br = sgs[g.sg].branches[g.branch]
-            inputs = {name: fields[f][g.nodes] for name, f in br.fields.items()}
-            for ga in g.gathers:  # one flat take per input (faster than 2-D fancy indexing)
-                src = bufs[ga.sg][ga.output]
-                inputs[ga.name] = np.take(src, ga.rows.ravel(), axis=0).reshape(ga.rows.shape + src.shape[1:])
-            return inputs
+            return _inputs(g, sgs, fields, bufs)
 
         def finish(g: Any, out: Mapping[str, np.ndarray]) -> None:
-            b = bufs[g.sg]
-            for cell_out, name in (sgs[g.sg].branches[g.branch].outputs or {}).items():
-                b[name][g.start:g.stop] = out[cell_out]
+            _store(g, sgs, bufs, out)
             for d in dependents[g.id]:
                 waiting[d] -= 1
                 if waiting[d] == 0:
@@ -265,3 +258,22 @@ class Executor:
             handle = cells[(g.sg, g.branch)]
             finish(g, self._guard(g, sgs, handle, lambda f, h=handle: h.unwrap(f.result()), fut))
             completed += 1
+
+
+def _inputs(g: Group, sgs: Sequence[SubGraph], fields: Mapping[str, np.ndarray],
+            bufs: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """A group's cell inputs: its nodes' fields, and one gather per InvokeOp input from the buffers."""
+    br = sgs[g.sg].branches[g.branch]
+    inputs = {name: fields[f][g.nodes] for name, f in br.fields.items()}
+    for ga in g.gathers:  # one flat take per input (faster than 2-D fancy indexing)
+        src = bufs[ga.sg][ga.output]
+        inputs[ga.name] = np.take(src, ga.rows.ravel(), axis=0).reshape(ga.rows.shape + src.shape[1:])
+    return inputs
+
+
+def _store(g: Group, sgs: Sequence[SubGraph], bufs: list[dict[str, np.ndarray]],
+           out: Mapping[str, np.ndarray]) -> None:
+    """Copy a group's outputs into its rows (``start:stop``) of its SubGraph's buffers."""
+    b = bufs[g.sg]
+    for cell_out, name in (sgs[g.sg].branches[g.branch].outputs or {}).items():
+        b[name][g.start:g.stop] = out[cell_out]

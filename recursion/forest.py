@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, repeat
 
 import numpy as np
 
@@ -67,11 +67,10 @@ class Forest:
 
     def lookup(self, vocab: Mapping[str, int], unknown: int) -> np.ndarray:
         """int64 [n]: vocabulary id of each leaf's word (``unknown`` if absent), -1 for internal nodes."""
-        get = vocab.get
-        ids = np.full(self.n, -1, dtype=np.int64)
-        leaves = np.flatnonzero(self.child_ptr[1:] == self.child_ptr[:-1])
-        words = self.words
-        ids[leaves] = [get(words[i], unknown) for i in leaves.tolist()]
+        internal = self.child_ptr[1:] != self.child_ptr[:-1]
+        # one C-level pass over every node's word (internal nodes have None, looked up as `unknown`)
+        ids = np.fromiter(map(vocab.get, self.words, repeat(unknown)), dtype=np.int64, count=self.n)
+        ids[internal] = -1
         return ids
 
     def children_of(self, nodes: np.ndarray) -> np.ndarray:

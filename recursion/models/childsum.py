@@ -39,8 +39,8 @@ class ChildSumTreeLSTM(TreeModel):
         """``child_sum_tree_lstm``: leaf branch (word → h, c), internal branch (children's h, c → h, c)."""
         w, H = self.weights, self.hidden
         leaf = CellBuilder("child_sum_leaf")
-        x = leaf.word_embedding(self.emb)
-        i, o, u = leaf.split3(leaf.linear(x, w["W_iou"], w["b_iou"], "iou"), H)
+        iou = leaf.word_linear(self.emb, w["W_iou"], w["b_iou"], self.fold_leaves, "iou")
+        i, o, u = leaf.split3(iou, H)
         c = leaf.op("Mul", leaf.op("Sigmoid", i), leaf.op("Tanh", u))
         leaf.output(leaf.op("Mul", leaf.op("Sigmoid", o), leaf.op("Tanh", c)), "h", ["B", H])
         leaf.output(c, "c", ["B", H])

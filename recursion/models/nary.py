@@ -48,8 +48,8 @@ class NaryTreeLSTM(TreeModel):
         """``nary_tree_lstm``: leaf (word → h, c) and internal (N stacked children → h, c)."""
         w, H, N = self.weights, self.hidden, self.dims["N"]
         leaf = CellBuilder("nary_leaf")
-        x = leaf.word_embedding(self.emb)
-        i, o, u = leaf.split3(leaf.linear(x, w["W_iou"], w["b_iou"], "iou"), H)
+        iou = leaf.word_linear(self.emb, w["W_iou"], w["b_iou"], self.fold_leaves, "iou")
+        i, o, u = leaf.split3(iou, H)
         c = leaf.op("Mul", leaf.op("Sigmoid", i), leaf.op("Tanh", u))
         leaf.output(leaf.op("Mul", leaf.op("Sigmoid", o), leaf.op("Tanh", c)), "h", ["B", H])
         leaf.output(c, "c", ["B", H])

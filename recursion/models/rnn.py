@@ -50,9 +50,11 @@ class _Recursive(TreeModel):
 
     def _leaf(self, name: str) -> bytes:
         g = CellBuilder(name)
-        x = g.word_embedding(self.emb)
         if "W_x" in self.weights:
-            x = g.op("Tanh", g.linear(x, self.weights["W_x"], self.weights["b_x"], "leaf"))
+            x = g.op("Tanh", g.word_linear(self.emb, self.weights["W_x"], self.weights["b_x"], self.fold_leaves,
+                                           "leaf"))
+        else:
+            x = g.word_embedding(self.emb)
         g.output(x, "h", ["B", self.hidden])
         return g.build()
 
