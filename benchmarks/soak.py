@@ -56,12 +56,17 @@ WARMUP_S = 60.0
 
 @dataclass(slots=True)
 class Sample:
-    """One look at a process: when (s since the run began), resident set (MB), threads, open fds."""
+    """One look at a process: when (s since the run began), resident set (MB), threads, open fds, and of those
+    fds, how many hold a model file open (LiteRT keeps the file it maps open: one per interpreter copy)."""
 
     t_s: float
     rss_mb: float
     threads: int
     fds: int
+    model_fds: int = 0
+    #: demo: interpreter / session copies open over all models (a LiteRT pool opens one more the first time
+    #: a model's runs overlap: :mod:`delegates.sharing`); 0 where not sampled
+    copies: int = 0
 
 
 def proc_sample(pid: int | str, t_s: float) -> Sample | None:
@@ -73,10 +78,19 @@ def proc_sample(pid: int | str, t_s: float) -> Sample | None:
                 key, _, rest = line.partition(":")
                 if key in ("VmRSS", "Threads"):
                     fields[key] = int(rest.split()[0])
-        fds = len(os.listdir(f"/proc/{pid}/fd"))
-        return Sample(t_s, fields["VmRSS"] * 1024 / 1e6, fields["Threads"], fds)
+        fds = os.listdir(f"/proc/{pid}/fd")
+        return Sample(t_s, fields["VmRSS"] * 1024 / 1e6, fields["Threads"], len(fds),
+                      sum(_target(f"/proc/{pid}/fd/{fd}").endswith((".tflite", ".onnx")) for fd in fds))
     except (OSError, KeyError, ValueError, IndexError):
         return None
+
+
+def _target(link: str) -> str:
+    """Where an fd link points ("" once it closed)."""
+    try:
+        return os.readlink(link)
+    except OSError:
+        return ""
 
 
 @dataclass(slots=True)
@@ -154,9 +168,15 @@ def soak_demo(minutes: float, every_s: float, offload: str | None, users: int) -
                                                float(np.percentile(lat, 99)) if len(lat) else float("nan")))
                 seen[n] = (frames, on_time)
 
+        def look(t: float) -> Sample | None:
+            s = proc_sample("self", t)
+            if s is not None:
+                s.copies = sum(m["copies"] for m in rt.memory()["per_model"].values())
+            return s
+
         seconds = WARMUP_S + minutes * 60.0
         sampler = threading.Thread(target=lambda: soak.samples.extend(
-            sampling(every_s, seconds, lambda t: proc_sample("self", t), on_minute, WARMUP_S)), name="soak-sampler")
+            sampling(every_s, seconds, look, on_minute, WARMUP_S)), name="soak-sampler")
         sampler.start()
         session.run(assets.sample_frames(), seconds + 0.5)
         sampler.join()
@@ -343,8 +363,10 @@ def write(soak: Soak, path: Path, command: str) -> None:
     """benchmarks/results/soak_<part>.md: notes, the summary lines, the samples and the minutes."""
     notes = [host_line() + " (shared with other jobs unless said otherwise)", f"`{command}`", *soak.notes,
              *(f"- {line}" for line in report(soak))]
-    rows = [f"| {s.t_s:.0f} | {s.rss_mb:.1f} | {s.threads} | {s.fds} |" for s in soak.samples]
-    doc = markdown_doc(f"Soak: {soak.part}", notes, ["t (s)", "RSS (MB)", "threads", "fds"], rows, range(4))
+    rows = [f"| {s.t_s:.0f} | {s.rss_mb:.1f} | {s.threads} | {s.fds} | {s.model_fds} | {s.copies} |"
+            for s in soak.samples]
+    doc = markdown_doc(f"Soak: {soak.part}", notes, ["t (s)", "RSS (MB)", "threads", "fds", "of which model files",
+                                                      "model copies (demo)"], rows, range(6))
     if soak.minutes:
         doc += "\n| minute | stream | frames | on time % | p99 (ms) |\n|---:|---|---:|---:|---:|\n"
         doc += "".join(f"| {m.minute} | {m.stream} | {m.frames} | {m.on_time_pct:.1f} | {m.p99_ms:.1f} |\n"
@@ -354,6 +376,7 @@ def write(soak: Soak, path: Path, command: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global WARMUP_S   # noqa: PLW0603 - one setting for the whole run, read by the parts and the report
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--part", choices=("demo", "cli", "recursion", "cloud"), default="demo")
     ap.add_argument("--minutes", type=float, default=5.0, help="how long (cli: the demo's --seconds / 60)")
@@ -361,8 +384,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--offload", default=None, help="demo: the demo's --offload (auto, mqtt://…)")
     ap.add_argument("--users", type=int, default=1, help="demo: XR users")
     ap.add_argument("--bounce-s", type=float, default=40.0, help="cloud: seconds between worker kills")
+    ap.add_argument("--warmup-s", type=float, default=WARMUP_S, help="seconds left out of the slopes (demo: "
+                    "run before the minutes are counted)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
+    WARMUP_S = args.warmup_s
     command = "python benchmarks/soak.py " + " ".join(sys.argv[1:] if argv is None else argv)
     if args.part == "demo":
         soak = soak_demo(args.minutes, args.sample_s, None if args.offload in (None, "off") else args.offload,
@@ -375,7 +401,8 @@ def main(argv: list[str] | None = None) -> int:
         soak = soak_cloud(args.minutes, args.sample_s, args.bounce_s)
     print(host_line())
     for s in soak.samples:
-        print(f"  t {s.t_s:7.1f} s  RSS {s.rss_mb:7.1f} MB  threads {s.threads:3d}  fds {s.fds:3d}")
+        print(f"  t {s.t_s:7.1f} s  RSS {s.rss_mb:7.1f} MB  threads {s.threads:3d}  fds {s.fds:3d}  "
+              f"model files open {s.model_fds:2d}  copies {s.copies:2d}")
     for m in soak.minutes:
         print(f"  minute {m.minute:3d} {m.stream:<13} frames {m.frames:5d} on time {m.on_time_pct:5.1f}%  "
               f"p99 {m.p99_ms:7.1f} ms")
