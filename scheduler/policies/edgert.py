@@ -422,7 +422,7 @@ def _overload_urgency(est: Any, local: Sequence[str], short_first: float) -> Any
 def _declares(pending: Sequence[RequestView]) -> bool:
     """Whether a pending request declares a priority other than ``normal``."""
     for r in pending:
-        if r[8] != "normal":
+        if r.priority != "normal":
             return True
     return False
 
