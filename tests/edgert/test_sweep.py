@@ -158,7 +158,8 @@ def test_parquet_output_loads_in_pandas(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_ctrl_c_keeps_the_finished_cells_and_a_rerun_finishes_the_grid(tmp_path):
-    grid = _grid(tmp_path, SMALL.replace("duration = 2", "duration = 10").replace("seed = [3]", "seed = [0, 1]"))
+    # cells long enough that Ctrl-C lands mid-grid: 10 s cells finished all 32 within one poll on an idle host
+    grid = _grid(tmp_path, SMALL.replace("duration = 2", "duration = 200").replace("seed = [3]", "seed = [0, 1]"))
     out = tmp_path / "r.csv"
     cmd = [sys.executable, "-m", "edgert.cli", "sweep", str(grid), "-o", str(out), "--jobs", "2"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
