@@ -201,14 +201,14 @@ def stream_table(summary: dict[str, Any], total: int) -> str:
     an instance was tracked from the frame before, the detector skipped (``-`` for a stream without one)."""
     cols = [Column("stream", "<", wrap=True), Column("prio", "<"), Column("frames"), Column("met%"), Column("late"),
             Column("shed"), Column("fps"), Column("p99"), Column("ran"), Column("tracked"),
-            Column("skipped")]
+            Column("skip")]
     rows = [[name, str(s.get("priority", "normal")), str(s["frames"]), f"{s['on_time_pct']:.1f}", str(s.get("late", 0)),
              str(s.get("frames_shed", 0)), f"{s.get('rate_fps', 0.0):.1f}", f"{s['p99_ms']:.1f}",
              str(s.get("detector_ran", "-")), str(s.get("tracked", "-")), str(s.get("detector_skipped", "-"))]
             for name, s in summary["per_stream"].items()]
     return render(cols, rows, title="streams: met% = frames whose whole cascade met its deadline; late = processed, "
                                     "result after its deadline; shed = skipped whole by its budget; fps = on-time "
-                                    "results per second; p99 in ms (p50 in --json); ran / skipped = frames on which the detector "
+                                    "results per second; p99 in ms (p50 in --json); ran / skip = frames on which the detector "
                                     "ran / did not run; tracked = frames that kept an instance from the frame before",
                   total=total)
 
