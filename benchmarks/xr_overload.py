@@ -50,7 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import edgert  # noqa: E402
 from _common import host_line  # noqa: E402
 from apps.xr import Pipelines  # noqa: E402
-from xr_users import CAMERA_FPS, EDGERT_CONFIG, STREAMS, _hog, _mp_answer, _name, load_frames, source_index  # noqa: E402
+import xr_users  # noqa: E402
+from xr_users import CAMERA_FPS, EDGERT_CONFIG, STREAMS, _hog, _name, load_frames, source_index  # noqa: E402
 
 #: cell name -> (users, a busy process beside, pinned to one core)
 CELLS: dict[str, tuple[int, bool, bool]] = {"hog1": (1, True, False), "users2": (2, False, False),
@@ -144,26 +145,13 @@ def run_cell(answers: list[tuple[str, float, int, Callable[[int], Outcome]]], fr
 
 
 def mediapipe_answers(frames: list[np.ndarray], users: int) -> tuple[list, Callable[[], None]]:
-    """One MediaPipe solution per stream per user, in video mode."""
-    import mediapipe as mpipe  # noqa: PLC0415
+    """``xr_users``' MediaPipe solutions (one per stream per user, video mode), each answer as an :class:`Outcome`."""
+    answers, close = xr_users.mediapipe_answers(frames, users)
 
-    s = mpipe.solutions
-    make = {"face": lambda: s.face_mesh.FaceMesh(static_image_mode=False, max_num_faces=1, refine_landmarks=True),
-            "hands": lambda: s.hands.Hands(static_image_mode=False, max_num_hands=2, model_complexity=1),
-            "pose": lambda: s.pose.Pose(static_image_mode=False, model_complexity=1),
-            "segmentation": lambda: s.selfie_segmentation.SelfieSegmentation(model_selection=0)}
-    out, sols = [], []
-    h, w = frames[0].shape[:2]
-    for u in range(users):
-        for name, fps in STREAMS:
-            sol = make[name]()
-            sols.append(sol)
-            sol.process(frames[0])
+    def outcome(answer: Callable[[int], tuple]) -> Callable[[int], Outcome]:
+        return lambda i: Outcome(complete=answer(i)[0])
 
-            def answer(i: int, p: Callable = sol.process, k: str = name) -> Outcome:
-                return Outcome(complete=_mp_answer(k, p(frames[i]), h, w)[0])
-            out.append((_name(name, u, users), fps, u, answer))
-    return out, lambda: [x.close() for x in sols]
+    return [(name, fps, user, outcome(answer)) for name, fps, user, answer in answers], close
 
 
 def edgert_answers(rt: edgert.Runtime, frames: list[np.ndarray], users: int,
