@@ -291,7 +291,8 @@ class EdgertPolicy:
         if self.watch is not None:
             self.green.frugal = self.watch.observe(procs, now_ms)   # type: ignore[union-attr]  # set together
         plan, use_plan = self.plan, self.use_plan
-        if len(pending) == 1 and self.green is None and (not use_plan or plan.idle) and not self._prioritize(pending):
+        if len(pending) == 1 and self.green is None and (not use_plan or plan.idle) and not (
+                self.keep_room and self._prioritize(pending)):   # a lone request's order is moot; the room is not
             lone = self._lone(pending[0], procs, estimator, now_ms)
             if lone is not None:
                 return lone
@@ -388,12 +389,14 @@ class EdgertPolicy:
         stream is expected), once the priority rules apply (11); else ``key`` and None."""
         if not self._prioritize(pending):
             return key, None
+        if not self.keep_room:   # the room's bookkeeping only where its gate is used
+            return priority_urgency(key), None
         room = self.room
         for r in pending:
             if r.priority == "critical":
                 room.see(r, min((ms for p in procs.local if (ms := est(r.model, p)) is not None), default=0.0))
         starts = [] if room.empty else room.next_starts(now_ms, self.k_local)
-        return priority_urgency(key), room_gate(starts, procs.is_cloud) if starts and self.keep_room else None
+        return priority_urgency(key), room_gate(starts, procs.is_cloud) if starts else None
 
     #: the lone-request shortcuts (:mod:`scheduler.policies._lone`), as methods so a test double can switch
     #: them off, bound straight to the functions (a delegating method would cost a call on every sync request)
