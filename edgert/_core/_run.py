@@ -65,10 +65,12 @@ from edgert._core._frame import Frame, current_frame
 from edgert._core._records import RecordBuffer, Row
 from edgert._core._result import DROPPED, FAILED, LATE, OK, Result, completed, unwrap
 from edgert._core._stats import ModelStats
+from edgert._core._thread_priority import ThreadNice, ThreadPriority
 from edgert._core._trace import TraceWriter
 from edgert.errors import ConfigError, EdgeRTError, RequestDropped
 from scheduler.contract import OnBroken, apply, left_unplaced, processor_view, sweep_unplaced
 from scheduler.estimator import LatencyEstimator
+from scheduler.priority import URGENT_LEVELS
 from scheduler.types import Assignment, Policy, ProcessorView, RequestView, SchedulerView
 
 if TYPE_CHECKING:
@@ -185,6 +187,8 @@ class Dispatcher:
         self._next_id = 0
         self._stopping = False                # workers exit when their queue is empty
         self._resolver: ResolverThread | None = None
+        self.thread_priority = ThreadPriority()   # whether workers run a request at its level's niceness
+        self._not_urgent: tuple[str, ...] | None = None   # with urgent lanes: every other worker's name
 
     def now_ms(self) -> float:
         """The runtime clock: ms since the runtime started (monotonic)."""
@@ -203,6 +207,8 @@ class Dispatcher:
     def start(self, workers: list[Worker]) -> None:
         """Adopt ``workers``, start their threads (``capacity`` each) and the resolver thread."""
         self.workers = workers
+        if any(w.urgent for w in workers):
+            self._not_urgent = tuple(w.name for w in workers if not w.urgent)
         self.decider.adopt(workers)
         self._resolver = ResolverThread(self._resolve_and_decide)
         for w in workers:
@@ -312,6 +318,8 @@ class Dispatcher:
         downstream = sum(self._fastest_ms(n) for n in m.then) if m.then else 0.0
         priority = f.priority if f is not None and f.priority is not None else m.priority
         allowed = f.allowed if f is not None and f.allowed is not None else m.allowed
+        if self._not_urgent is not None and priority not in URGENT_LEVELS:   # the urgent lanes are not its
+            allowed = self._not_urgent if allowed is None else tuple(p for p in allowed if p in self._not_urgent)
         view = RequestView(rid, m.name, now, deadline, stream, frame, downstream, allowed, priority)
         req = Request(rid, m, feeds, now, deadline, view, key, frame)
         self._pending[rid] = req
@@ -327,8 +335,10 @@ class Dispatcher:
 
     # -- 3. queue, 4. run -------------------------------------------------------------------
     def _loop(self, w: Worker) -> None:
-        """A worker's thread: start its queue's head when it has a free slot, run it, repeat until stopped."""
+        """A worker's thread: start its queue's head when it has a free slot, run it (at its level's OS priority,
+        :mod:`edgert._core._thread_priority`), repeat until stopped."""
         req: Request | None = None
+        nice = ThreadNice(self.thread_priority)
         while True:
             if req is None:
                 with w.cond:
@@ -337,6 +347,7 @@ class Dispatcher:
                             return
                         w.cond.wait()
                     req = w.start_next(self.now_ms())
+            nice.run_at(req.view.priority)
             req = self._run(w, req, chain=True)
 
     def _run(self, w: Worker, req: Request, chain: bool = False) -> Request | None:
@@ -658,6 +669,8 @@ class Worker:
 
     #: Whether a sync caller may run an assigned request on its own thread (saves two thread hand-offs).
     inline_ok: bool = True
+    #: An urgent lane (``Runtime(urgent_workers=)``): it runs only critical and high requests.
+    urgent: bool = False
 
     def __init__(self, name: str, kind: str, delegates: list[Delegate], lock: threading.Lock,
                  capacity: int = 1) -> None:
@@ -722,9 +735,12 @@ class Worker:
         self.sessions.clear()
 
 
-def make_workers(delegates: list[Delegate], cpu_workers: int | None, lock: threading.Lock) -> list[Worker]:
+def make_workers(delegates: list[Delegate], cpu_workers: int | None, lock: threading.Lock,
+                 urgent_workers: int = 0) -> list[Worker]:
     """The local workers: ``cpu_workers`` CPU workers (None = one per core) sharing the cpu
-    delegates, and one worker per accelerator kind (gpu, dsp, npu) that has a delegate.
+    delegates, ``urgent_workers`` more of them as urgent lanes (``cpu-urgent``, ``cpu-urgent1`` …: they run
+    only critical and high requests, see ``Runtime(urgent_workers=)``), and one worker per accelerator kind
+    (gpu, dsp, npu) that has a delegate.
 
     The CPU workers are one processor seen as several slots (their threads are not pinned to
     cores), so they are each other's ``peers``: a latency measured on one updates the estimate of
@@ -743,6 +759,10 @@ def make_workers(delegates: list[Delegate], cpu_workers: int | None, lock: threa
     if not isinstance(n_cpu, int) or isinstance(n_cpu, bool) or n_cpu < 0:
         raise ConfigError(f"cpu_workers must be a non-negative int or None, got {cpu_workers!r}")
     workers = [Worker(f"cpu{i}", "cpu", by_kind["cpu"], lock) for i in range(n_cpu if by_kind.get("cpu") else 0)]
+    for i in range(urgent_workers if by_kind.get("cpu") else 0):
+        lane = Worker("cpu-urgent" + (str(i) if i else ""), "cpu", by_kind["cpu"], lock)
+        lane.urgent = True
+        workers.append(lane)
     for w in workers:
         w.peers = tuple(c.name for c in workers)
     for kind in ("gpu", "dsp", "npu"):

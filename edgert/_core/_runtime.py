@@ -41,6 +41,7 @@ from edgert._core._model import LoadedModel, Model, artifacts_of
 from edgert._core._records import RecordBuffer, records_capacity
 from edgert._power import PowerCounters, power_counters
 from edgert._core._stats import ModelStats
+from edgert._core._thread_priority import ThreadPriority
 from edgert._core._trace import TraceWriter
 from edgert._core._run import make_workers
 from edgert.errors import ConfigError, EdgeRTError, did_you_mean
@@ -78,6 +79,16 @@ class Runtime:
             default) keeps none, True the latest ``RECORDS_DEFAULT`` (200,000; about 13 MB), a number N
             the latest N, in columns allocated once at the start (:mod:`edgert._core._records`), so
             memory stays flat however long the runtime runs. ``stats()`` needs none.
+        thread_priority: run each request on its worker thread at its level's OS niceness (``critical`` 10
+            below the process, ``high`` 5; :mod:`edgert._core._thread_priority`), so work an app declared
+            critical is not time-sliced with other processes; False keeps every worker at the process's.
+            Where the OS refuses (no ``CAP_SYS_NICE`` / ``RLIMIT_NICE``), it turns itself off:
+            :attr:`thread_priority` says which.
+        urgent_workers: CPU workers beyond ``cpu_workers`` that run only ``critical`` and ``high`` requests
+            (``cpu-urgent``; :attr:`urgent_processors`). The runtime never preempts a run, so with one worker
+            per core a critical request that arrives while every core runs a long normal one waits for it to
+            end; an urgent lane starts it at once and the OS, with the lane at the critical level's
+            niceness, gives it a core ahead of the normal run. Idle otherwise. Default 0.
 
     Raises:
         ConfigError: unknown scheduler or delegate name, or bad option (each argument is checked
@@ -89,7 +100,8 @@ class Runtime:
     def __init__(self, delegates: str | Sequence[str] = "auto", scheduler: str | Policy | None = None,
                  offload: str | None = None, trace: str | Path | None = None,
                  cpu_workers: int | None = None, *, warmup_runs: int = 3, alpha: float = 0.1,
-                 profile: str | Path | DeviceProfile | None = None, records: bool | int = False) -> None:
+                 profile: str | Path | DeviceProfile | None = None, records: bool | int = False,
+                 thread_priority: bool = True, urgent_workers: int = 0) -> None:
         _validate.runtime_args(delegates, scheduler, offload, trace, cpu_workers, warmup_runs, alpha)
         keep = records_capacity(records)
         policy = make_policy(scheduler) if scheduler is None or isinstance(scheduler, str) else scheduler
@@ -98,7 +110,11 @@ class Runtime:
         self._delegates = resolve_delegates(delegates)
         d = self._dispatcher = Dispatcher(policy, LatencyEstimator(alpha), TraceWriter(trace) if trace is not None else None)
         d.ends.kept = RecordBuffer(keep) if keep else None
-        workers = make_workers(self._delegates, cpu_slots(self._delegates, cpu_workers), d.lock)
+        d.thread_priority = ThreadPriority(thread_priority)
+        if not isinstance(urgent_workers, int) or isinstance(urgent_workers, bool) or urgent_workers < 0:
+            raise ConfigError(f"urgent_workers must be a non-negative int (CPU workers that run only critical and "
+                              f"high requests), got {urgent_workers!r}")
+        workers = make_workers(self._delegates, cpu_slots(self._delegates, cpu_workers), d.lock, urgent_workers)
         name_software_workers(workers)   # a software adapter's worker is gpu-sw, never gpu
         if offload not in (None, "off"):
             from edgert.offload._factory import make_cloud_worker  # noqa: PLC0415 - optional path
@@ -117,6 +133,18 @@ class Runtime:
         """Worker names, e.g. ``['cpu0', 'cpu1', 'gpu']``; a software adapter named explicitly (lavapipe)
         is ``gpu-sw`` and takes one core's CPU worker by default (it computes on those cores)."""
         return self._dispatcher.processors
+
+    @property
+    def urgent_processors(self) -> list[str]:
+        """The urgent lanes among :attr:`processors` (``Runtime(urgent_workers=)``): they run only critical and
+        high requests, so capacity planning counts the others."""
+        return [w.name for w in self._dispatcher.workers if w.urgent]
+
+    @property
+    def thread_priority(self) -> str:
+        """Whether worker threads run critical and high requests at a higher OS priority: ``"on: …"``, or
+        ``"off…"`` with the reason (turned off, or the OS refused)."""
+        return self._dispatcher.thread_priority.state
 
     @property
     def scheduler(self) -> str:
@@ -222,7 +250,8 @@ class Runtime:
         name DESIGN.md gives this argument, kept: ``rt.frame(deadline_ms=33.3)`` is the same budget
         as ``rt.frame(33.3)`` or ``rt.frame(budget_ms=33.3)``; give one of them. ``priority=`` (``critical``,
         ``high``, ``normal``, ``low``) is the importance of every request issued inside (default: each
-        model's own, ``rt.load(priority=)``). ``processors=`` restricts those requests to some of
+        model's own, ``rt.load(priority=)``); a critical or high frame's block also runs the calling thread
+        at that level's OS priority (see ``Runtime(thread_priority=)``). ``processors=`` restricts those requests to some of
         :attr:`processors` (e.g. ``["cloud"]``: an XR stream offloaded as its rate ladder's last rung).
 
         Raises:
@@ -245,7 +274,8 @@ class Runtime:
         f.priority, f.allowed = level, where
         tok = current_frame.set(f)
         try:
-            yield f
+            with self._dispatcher.thread_priority.caller_at(level):
+                yield f
         finally:
             current_frame.reset(tok)
 
