@@ -50,7 +50,7 @@ import numpy as np
 
 import edgert
 from apps.camera import directory_frames, synthetic_frames, video_frames
-from apps.xr import FrameResult, Pipelines
+from apps.xr import FrameResult, Pipelines, urgent_workers_for
 from apps.xr.stages import describe
 from apps.xr_demo_media import ShowWriter, write_snapshot
 from apps.xr_demo_report import cloud_report, failure_reasons, reason_examples, report_text, summarize
@@ -352,7 +352,8 @@ def main_from_args(args: argparse.Namespace) -> int:
     offload = None if args.offload in (None, "off") else args.offload
     frames, source = frame_source(args)
     with edgert.Runtime(delegates=demo_delegates(getattr(args, "delegates", "auto")), scheduler=args.scheduler,
-                        offload=offload, trace=args.trace, cpu_workers=args.cpu_workers,
+                        offload=offload, trace=args.trace,
+                        cpu_workers=args.cpu_workers, urgent_workers=urgent_workers_for(priority),
                         records=True if args.timeline or args.plot else SUMMARY_RECORDS) as rt:
         session = XRSession(rt, models_dir=_models_dir(args), users=getattr(args, "users", 1),
                             priority=priority)
@@ -378,6 +379,8 @@ def main_from_args(args: argparse.Namespace) -> int:
         print()
         print(report_text(summary, rt.processors, f"{title}, summary over {args.seconds:.0f} s (p50/p99 in ms)",
                           total))
+        if priority:
+            print(f"thread priorities: {rt.thread_priority}")
         _outputs(args, rt, summary)
     failed = session.failures()
     for name, (n, first) in failed.items():
@@ -391,7 +394,7 @@ def final_summary(rt: edgert.Runtime, session: XRSession, seconds: float, source
     summary = summarize(rt.stats(), seconds, session)
     summary.update(scheduler=rt.scheduler, processors=rt.processors, source=source, ladder=session.ladder_steps(),
                    reasons=failure_reasons(records), reason_examples=reason_examples(records),
-                   cloud=cloud_report(records, rt.processors, rt.estimator))
+                   cloud=cloud_report(records, rt.processors, rt.estimator), thread_priority=rt.thread_priority)
     return summary
 
 

@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import edgert  # noqa: E402
 from _common import host_line  # noqa: E402
-from apps.xr import Pipelines  # noqa: E402
+from apps.xr import Pipelines, urgent_workers_for  # noqa: E402
 import xr_users  # noqa: E402
 from xr_users import CAMERA_FPS, EDGERT_CONFIG, STREAMS, _hog, _name, load_frames, source_index  # noqa: E402
 
@@ -196,8 +196,9 @@ def one_run(system: str, frames: list[np.ndarray], users: int, seconds: float,
             close()
     from scheduler.policies.edgert import EdgertPolicy  # noqa: PLC0415
 
-    with edgert.Runtime(scheduler=EdgertPolicy(keep_room=system == ABLATION)) as rt:
-        answers = edgert_answers(rt, frames, users, priority if system != "edgert" else {})
+    levels = priority if system != "edgert" else {}
+    with edgert.Runtime(scheduler=EdgertPolicy(keep_room=system == ABLATION), urgent_workers=urgent_workers_for(levels)) as rt:
+        answers = edgert_answers(rt, frames, users, levels)
         tallies = run_cell(answers, len(frames), seconds)
         return tallies, _ladder_steps(rt)
 

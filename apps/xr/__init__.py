@@ -3,6 +3,6 @@
 See :class:`apps.xr.pipelines.Pipelines`.
 """
 
-from apps.xr.pipelines import FrameResult, Pipelines, check_frame
+from apps.xr.pipelines import FrameResult, Pipelines, check_frame, urgent_workers_for
 
-__all__ = ["FrameResult", "Pipelines", "check_frame"]
+__all__ = ["FrameResult", "Pipelines", "check_frame", "urgent_workers_for"]

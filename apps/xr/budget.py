@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 
 import edgert
-from scheduler.priority import LEAD_MS
+from scheduler.priority import LEAD_MS, URGENT_LEVELS
 
 #: Window (ms) over which the workers' recent busy share is measured.
 WINDOW_MS = 500.0
@@ -64,9 +64,12 @@ class Ledger:
 
     def __init__(self, rt: edgert.Runtime) -> None:
         self.rt = rt
-        self.workers = max(1, sum(p != "cloud" for p in rt.processors))
+        lanes = set(rt.urgent_processors)   # they run critical and high work only: not capacity to plan on
+        self.workers = max(1, sum(p != "cloud" and p not in lanes for p in rt.processors))
+        self.lanes = len(lanes)
         self._lock = threading.Lock()
-        self._open: dict[int, tuple[float, float]] = {}   # submission no. -> (expected ms, deadline less its lead)
+        #: submission no. -> (expected ms, deadline less its lead, whether an urgent lane may run it)
+        self._open: dict[int, tuple[float, float, bool]] = {}
         self._seq = 0
         self._done: deque[tuple[float, float]] = deque()   # (end ms, service ms)
         self._admitted: deque[tuple[float, float]] = deque()   # (admission ms, expected work ms)
@@ -94,7 +97,7 @@ class Ledger:
         with self._lock:
             self._seq += 1
             key = self._seq
-            self._open[key] = (cost, deadline_ms - LEAD_MS.get(priority, 0.0))
+            self._open[key] = (cost, deadline_ms - LEAD_MS.get(priority, 0.0), priority in URGENT_LEVELS)
 
         def finished(f: Future[edgert.Result]) -> None:
             res = f.result()
@@ -112,9 +115,11 @@ class Ledger:
         deadline_ms -= LEAD_MS.get(priority, 0.0)
         with self._lock:
             entries = list(self._open.values())   # submission order
+        if self.lanes and priority in URGENT_LEVELS:   # an urgent lane takes it: only urgent work runs before it
+            return sum(cost for cost, due, urgent in entries if urgent and due <= deadline_ms)
         ahead = 0.0
         later: list[float] = []   # the oldest requests due after it, at most ``workers``
-        for cost, due in entries:
+        for cost, due, _ in entries:
             if due <= deadline_ms:
                 ahead += cost
             elif len(later) < self.workers:
@@ -166,7 +171,8 @@ class Ledger:
         """When a chain of ``chain_ms`` (its critical path) due by ``deadline_ms`` at ``priority``, submitted now,
         is expected to finish (runtime ms): after the backlog that runs before it (:meth:`ahead_ms`), spread
         over the workers."""
-        return self.rt.now_ms() + self.ahead_ms(deadline_ms, priority) / self.workers + chain_ms
+        lanes = self.lanes if priority in URGENT_LEVELS else 0
+        return self.rt.now_ms() + self.ahead_ms(deadline_ms, priority) / (self.workers + lanes) + chain_ms
 
 
 def skip_reason(span_ms: float, chain_ms: float, predicted_ms: float, margin_ms: float,
@@ -204,11 +210,14 @@ class FrameBudget:
         priority: the frame's importance (its requests' place in the backlog's order).
     """
 
-    def __init__(self, ledger: Ledger, deadline_ms: float, lean: bool = False, priority: str = "normal") -> None:
+    def __init__(self, ledger: Ledger, deadline_ms: float, lean: bool = False, priority: str = "normal",
+                 strained: str = "") -> None:
         self.ledger = ledger
         self.deadline_ms = deadline_ms
         self.lean = lean
         self.priority = priority
+        #: why the streams have no time to spare (``RateLadder.strained``), "" when they have: optional work waits
+        self.strained = strained
         self.start_ms = ledger.rt.now_ms()
 
     @property
@@ -269,6 +278,8 @@ class FrameBudget:
             return None
         if self.lean:
             return "lean frame: required work only"
+        if self.strained:
+            return f"no spare capacity: {self.strained}"
         busy = self.ledger.busy_share()
         if busy > OPTIONAL_BUSY_MAX:
             return f"no spare capacity: workers {100 * busy:.0f}% busy > {100 * OPTIONAL_BUSY_MAX:.0f}%"

@@ -13,10 +13,13 @@ throughput sustains. Here every stream of a runtime is on one :class:`RateLadder
   runtime dropped) at least :data:`DOWN_MISS` of its frames over the last :data:`WINDOW_MS`, one
   stream steps down one rung, at most once per :data:`DOWN_HOLD_MS`. Which: the missing stream
   itself when its own chain does not fit its period (no other stream's rate can help it; a
-  critical one only once no lower stream can yield), else
-  the least important stream that can still step (``low`` before ``normal`` before ``high``
-  before ``critical``; of equals, the one whose frames cost the most time per second). A critical
-  stream keeps its full rate while any lower stream can still yield.
+  critical one only once no lower stream can yield), else the least important stream, no more
+  important than the missing one, that can still step and whose step pays (``low`` before
+  ``normal`` before ``high`` before ``critical``; of equals, the one whose frames cost the most
+  time per second). A step pays (:meth:`RateLadder._pays`) for another stream when it frees at
+  least :data:`MIN_RELIEF` of the work the missing one misses, and for the missing stream itself
+  when it would serve more frames on time at the lower rate (it misses at least half its frames
+  at 30 fps). A critical stream keeps its full rate while any lower stream can still yield.
 * **Cloud, the last rung**: when the stream to step is already at the bottom and the runtime has a
   cloud worker (``--offload``) whose measured latency for the stream's chain fits its period, the
   stream goes to the cloud (its frames run there only, ``rt.frame(processors=["cloud"])``) instead
@@ -47,6 +50,9 @@ RUNGS: tuple[int, ...] = (1, 2, 3)
 WINDOW_MS = 1000.0
 #: a stream that missed this share of its frames over the window makes one stream step down
 DOWN_MISS = 0.2
+#: a stream yields for a missing one only when its step frees at least this share of the work (ms/s) the missing
+#: one misses (:meth:`RateLadder._pays`)
+MIN_RELIEF = 0.25
 #: fewest frames in the window before its miss share counts (fewer for a stream slower than that per window)
 MIN_FRAMES = 6
 #: misses in the first WARMUP_MS after the ladder's first frame do not count (first runs, estimates settling)
@@ -208,13 +214,34 @@ class RateLadder:
             victim = worst
             why = (f"its chain needs {worst.chain_ms:.1f} ms, more than {FIT_SHARE:.0%} of its "
                    f"{worst.period_ms:.1f} ms period")
-        else:
-            able = [s for s in self.streams.values() if s.rung < last]
-            why = f"{worst.name} ({worst.priority}) missed {share:.0%} of its frames over the last {WINDOW_MS:.0f} ms"
-            if not able:
-                return self._offload(worst, now_ms, why)
-            victim = min(able, key=lambda s: (-RANK[s.priority], -s.chain_ms * s.fps_now, s.name))
+            return self._move(victim, now_ms, +1, why)
+        # who may yield: no stream more important than the one missing; a critical one only once no lower can
+        able = [s for s in self.streams.values() if s.rung < last and RANK[s.priority] >= RANK[worst.priority]
+                and not (s is worst and s.priority == "critical" and lower_can_yield)]
+        why = f"{worst.name} ({worst.priority}) missed {share:.0%} of its frames over the last {WINDOW_MS:.0f} ms"
+        if not able:
+            return self._offload(worst, now_ms, why)
+        paying = [s for s in able if self._pays(s, worst, share)]
+        if not paying and worst.priority == "critical":
+            paying = able   # the critical stream's rate comes first, even at a small relief
+        if not paying:
+            return None
+        victim = min(paying, key=lambda s: (-RANK[s.priority], -s.chain_ms * s.fps_now, s.name))
         return self._move(victim, now_ms, +1, why)
+
+    @staticmethod
+    def _pays(v: StreamRate, worst: StreamRate, share: float) -> bool:
+        """Whether stepping ``v`` down one rung is worth it for ``worst``, which missed ``share`` of its frames.
+
+        ``worst`` itself: when it would serve more frames on time at the lower rate than it does now (its
+        miss share at least 1 - this rung's divisor / the next one's: 50 % from 30 to 15 fps). Another
+        stream: when its step frees at least :data:`MIN_RELIEF` of the work ``worst`` misses a second (a
+        stream's step that cannot help is not taken: segmentation's 15 -> 7.5 fps frees 27 ms a second
+        where pose misses 150)."""
+        if v is worst:
+            return share >= 1.0 - RUNGS[v.rung] / RUNGS[v.rung + 1]
+        freed = v.chain_ms * (v.fps_now - v.fps / RUNGS[v.rung + 1])
+        return freed >= MIN_RELIEF * share * worst.fps_now * worst.chain_ms
 
     def _offload(self, worst: StreamRate, now_ms: float, why: str) -> Step | None:
         """The last rung: the least important stream at the bottom whose chain fits its period on the cloud
@@ -270,6 +297,25 @@ class RateLadder:
         for t in self.streams.values():   # the next decision sees the new rates' outcomes only
             t.outcomes.clear()
         return Step(now_ms, s.name, before, s.fps_now, why)
+
+    def warming(self, now_ms: float) -> bool:
+        """Whether ``now_ms`` is within :data:`WARMUP_MS` of the ladder's first frame (or before it): the first runs,
+        every stream starting at once, estimates settling."""
+        with self._lock:
+            return self._first_ms is None or now_ms - self._first_ms < self.warmup_ms
+
+    def strained(self, now_ms: float) -> str:
+        """Why the streams have no time to spare ("" when they do): a stream below its nominal rate, or one that
+        missed more than :data:`UP_MISS` of its frames over the window. Optional work (a detector's search for one
+        more hand) waits until it is "": it would take the time a stepped-down or missing stream needs."""
+        with self._lock:
+            for s in self.streams.values():
+                if s.rung:
+                    return f"{s.name} runs at {s.fps_now:g} of its {s.fps:g} fps"
+                m, n = s.miss_share(now_ms)
+                if n and m > UP_MISS:
+                    return f"{s.name} missed {m:.0%} of its frames over the last {WINDOW_MS:.0f} ms"
+            return ""
 
     def offloaded(self, name: str) -> bool:
         """Whether stream ``name`` runs on the cloud worker (the ladder's last rung)."""

@@ -46,6 +46,15 @@ ERROR_TTL_MS = 2000.0
 #: it is a sure miss of the stream that matters most, so it runs on worse odds; 0.5 there and 0.75 for ``high``
 #: served 6-10 % of those streams' frames late at two users (``benchmarks/results/xr_overload.md``).
 ERROR_QUANTILE = {"critical": 0.75, "high": 0.9, "normal": 0.9, "low": 0.9}
+#: The share of a stream's admitted frames it aims to serve late. The margin's quantile starts at the level's
+#: ERROR_QUANTILE and follows the stream's outcomes (a stochastic-approximation quantile tracker): up by
+#: QUANTILE_STEP after a late frame, down by QUANTILE_STEP * LATE_TARGET / (1 - LATE_TARGET) after one on time, so
+#: that it settles where LATE_TARGET of the frames run late. A fixed high quantile skipped far more frames than
+#: came late (pose beside a busy process: 66-80 skipped as predicted late to keep 7 late of 190).
+LATE_TARGET = 0.03
+QUANTILE_STEP = 0.05
+#: The quantile's bounds: never below the median error; at most the largest recent error (1.0).
+QUANTILE_RANGE = (0.5, 1.0)
 #: The streams a Pipelines can run, as ``priority=`` dicts name them.
 STREAM_NAMES = ("hands", "face", "pose", "segmentation")
 _LADDERS: weakref.WeakKeyDictionary[edgert.Runtime, RateLadder] = weakref.WeakKeyDictionary()
@@ -186,6 +195,8 @@ class Pipelines:
         self.frames_shed = 0
         self.frames_rescued = 0
         self._shed_streak = 0
+        #: the quantile of recent prediction errors this stream's admission adds (see LATE_TARGET)
+        self.margin_quantile = ERROR_QUANTILE[self.priority]
 
     def process(self, frame: np.ndarray, t_ms: float | None = None,
                 deadline_ms: float | None = None) -> FrameResult:
@@ -227,9 +238,11 @@ class Pipelines:
         end = self.rt.now_ms()
         out.elapsed_ms, out.predicted_ms = end - start, predicted - start
         out.late = out.elapsed_ms > budget_ms
-        self.errors_ms.append((end, out.elapsed_ms - out.predicted_ms))
         self.all_errors_ms.append(out.elapsed_ms - out.predicted_ms)
         missed = out.late or any(v.status not in ("ok", "skipped") for v in out.stages.values())
+        if not ladder.warming(start):   # the first second's errors (every stream starting at once) would keep
+            self.errors_ms.append((end, out.elapsed_ms - out.predicted_ms))   # the margin high for ERROR_TTL_MS
+            self._follow_lateness(out.late)
         ladder.note(self.stream, end, missed, chain, ledger.busy_share(), cloud_ms)
         return out
 
@@ -249,7 +262,8 @@ class Pipelines:
         ctx = (self.rt.frame(deadline_ms, priority=self.priority, processors=where) if deadline_ms is not None
                else contextlib.nullcontext())
         with ctx as f:
-            budget = (FrameBudget(ledger, f.deadline_ms, lean=lean, priority=self.priority)
+            budget = (FrameBudget(ledger, f.deadline_ms, lean=lean, priority=self.priority,
+                                  strained=self.ladder.strained(self.rt.now_ms()))
                       if ledger is not None and f is not None else None)
             run = Runner(budget)
             if self.segmenter is not None:
@@ -326,15 +340,20 @@ class Pipelines:
         _, why = skip_reason(span, chain, chain, self._error_margin_ms(budget.start_ms))
         return (f"frame skipped whole (on the cloud): {why}" if why else ""), budget.start_ms + chain, None, False
 
+    def _follow_lateness(self, late: bool) -> None:
+        """Move the margin's quantile after an admitted frame: up when it came late, a little down when not."""
+        step = QUANTILE_STEP if late else -QUANTILE_STEP * LATE_TARGET / (1.0 - LATE_TARGET)
+        self.margin_quantile = min(QUANTILE_RANGE[1], max(QUANTILE_RANGE[0], self.margin_quantile + step))
+
     def _error_margin_ms(self, now_ms: float) -> float:
-        """A quantile (:data:`ERROR_QUANTILE`, by level) of this stream's finish-time prediction errors of the last
+        """A quantile (:attr:`margin_quantile`, from :data:`ERROR_QUANTILE` by level) of this stream's finish-time prediction errors of the last
         :data:`ERROR_TTL_MS` (ms, at least 0; 0 with fewer than 4 of them)."""
         q = self.errors_ms
         while q and q[0][0] < now_ms - ERROR_TTL_MS:
             q.popleft()
         if len(q) < 4:
             return 0.0
-        return max(0.0, float(np.quantile([e for _, e in q], ERROR_QUANTILE[self.priority])))
+        return max(0.0, float(np.quantile([e for _, e in q], self.margin_quantile)))
 
     def _critical_reserve(self, span_ms: float) -> float:
         """Expected work (ms) the critical streams on this runtime's ladder need over ``span_ms``: the room
@@ -404,6 +423,21 @@ def stream_priority(priority: str | dict[str, str], streams: list[str]) -> str:
         check_priority(level, f"priority of stream {name!r}")
     levels = [priority.get(s, DEFAULT_PRIORITY) for s in streams] or [DEFAULT_PRIORITY]
     return min(levels, key=RANK.__getitem__)
+
+
+def urgent_workers_for(priority: str | dict[str, str] | None) -> int:
+    """Urgent lanes for a runtime whose streams declare ``priority`` (``edgert.Runtime(urgent_workers=)``): one
+    when a stream is ``critical`` or ``high``, else none.
+
+    A run is never preempted by the runtime, so with one worker per core a critical frame that arrives while
+    both cores run 20 ms pose requests waits for one to end. The lane starts it at once, and the OS, with the
+    lane at the critical level's niceness (``Runtime(thread_priority=)``), gives it a core ahead of the normal
+    run (``benchmarks/xr_overload.py``).
+    """
+    if not priority:
+        return 0
+    levels = [priority] if isinstance(priority, str) else list(priority.values())
+    return int(any(RANK[check_priority(v)] < RANK[DEFAULT_PRIORITY] for v in levels))
 
 
 def pose_mod_tracker(m: dict[str, edgert.Model], tracking: bool) -> pose.PoseTracker:

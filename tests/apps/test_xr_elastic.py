@@ -161,7 +161,7 @@ def ledger(rt, monkeypatch):
 def backlog_ms(ledger) -> float:
     """Expected ms of every request the ledger tracks and has not seen finish (read inside the test only)."""
     with ledger._lock:
-        return sum(c for c, _ in ledger._open.values())
+        return sum(c for c, *_ in ledger._open.values())
 
 
 def test_only_the_backlog_due_first_is_ahead_of_a_request(ledger):

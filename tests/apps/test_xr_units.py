@@ -74,6 +74,7 @@ class _SteppedRuntime:
     no estimates."""
 
     processors = ["cpu0"]
+    urgent_processors: list[str] = []
 
     def __init__(self) -> None:
         self.t_ms = 0.0
