@@ -37,6 +37,7 @@ a test drives it on virtual time. Thread-safe (the streams' threads share one la
 
 from __future__ import annotations
 
+import statistics
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -52,7 +53,7 @@ WINDOW_MS = 1000.0
 DOWN_MISS = 0.2
 #: a stream yields for a missing one only when its step frees at least this share of the work (ms/s) the missing
 #: one misses (:meth:`RateLadder._pays`)
-MIN_RELIEF = 0.25
+MIN_RELIEF = 0.5
 #: fewest frames in the window before its miss share counts (fewer for a stream slower than that per window)
 MIN_FRAMES = 6
 #: misses in the first WARMUP_MS after the ladder's first frame do not count (first runs, estimates settling)
@@ -69,6 +70,8 @@ UP_HOLD_MS = 2000.0
 MAX_HOLD_MS = 16000.0
 #: least time between two steps up (ms)
 UP_GAP_MS = 1000.0
+#: chains (expected ms of a frame's cascade) kept per stream; its chain is their median
+CHAINS_KEPT = 15
 #: a stream's chain fits a period when it takes at most this share of it
 FIT_SHARE = 0.8
 
@@ -107,6 +110,8 @@ class StreamRate:
     #: its frames run on the cloud worker (the ladder's last rung)
     offloaded: bool = False
     outcomes: deque[tuple[float, bool]] = field(default_factory=deque)   # (ms, missed)
+    #: its latest chains' expected ms (``chain_ms`` is their median)
+    chains: deque[float] = field(default_factory=lambda: deque(maxlen=CHAINS_KEPT))
 
     @property
     def fps_now(self) -> float:
@@ -187,12 +192,13 @@ class RateLadder:
         with self._lock:
             s = self.streams[name]
             self._first_ms = now_ms if self._first_ms is None else self._first_ms
+            if chain_ms is not None:   # the median of its recent chains: a frame that needs its detector too
+                s.chains.append(chain_ms)   # (the pose detector's 15 ms) is not the stream's usual chain
+                s.chain_ms = float(statistics.median(s.chains))
+            s.cloud_ms = cloud_ms
             if now_ms - self._first_ms < self.warmup_ms:
                 return None
             s.outcomes.append((now_ms, missed))
-            if chain_ms is not None:
-                s.chain_ms = chain_ms
-            s.cloud_ms = cloud_ms
             step = self._step_down(now_ms) or self._step_up(now_ms, busy_share)
             if step is not None:
                 self.steps.append(step)

@@ -51,7 +51,7 @@ ERROR_QUANTILE = {"critical": 0.75, "high": 0.9, "normal": 0.9, "low": 0.9}
 #: QUANTILE_STEP after a late frame, down by QUANTILE_STEP * LATE_TARGET / (1 - LATE_TARGET) after one on time, so
 #: that it settles where LATE_TARGET of the frames run late. A fixed high quantile skipped far more frames than
 #: came late (pose beside a busy process: 66-80 skipped as predicted late to keep 7 late of 190).
-LATE_TARGET = 0.03
+LATE_TARGET = 0.02
 QUANTILE_STEP = 0.05
 #: The quantile's bounds: never below the median error; at most the largest recent error (1.0).
 QUANTILE_RANGE = (0.5, 1.0)
