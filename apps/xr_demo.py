@@ -18,7 +18,7 @@ by it (:mod:`apps.xr.budget`): admitted or skipped whole (a frame predicted to f
 deadline is not started), optional detector searches and the hand models' full variants only when
 there is room. ``--priority hands=critical,pose=low`` declares the streams' importance (default
 ``normal``): under sustained overload the lowest steps its rate down first (:mod:`apps.xr.ladder`:
-30 → 15 → 10 fps, its deadline the longer period) and back up when there is room. While the previous frame's landmarks give the region, the
+30 → 20 → 15 → 10 fps, its deadline the longer period) and back up when there is room. While the previous frame's landmarks give the region, the
 detector is skipped (tracking). The streams' periods start spread over one camera period.
 ``--users N`` runs every stream once per user (``hands#0`` … ``segmentation#{N-1}``), user k's
 camera ``USER_LAG_FRAMES * k`` frames behind the source. The camera is a sample scene

@@ -1,4 +1,4 @@
-"""Rate ladders: under sustained overload a stream steps its frame rate down (30 → 15 → 10 fps), lowest
+"""Rate ladders: under sustained overload a stream steps its frame rate down (30 → 20 → 15 → 10 fps), lowest
 priority first, and back up with hysteresis when there is room.
 
 WebRTC's ``OveruseFrameDetector`` steps a sender's frame rate down when encoding overruns the frame
@@ -6,7 +6,7 @@ interval and back up only after a quiet spell; adaptive-bitrate players pick the
 throughput sustains. Here every stream of a runtime is on one :class:`RateLadder` (shared by its
 :class:`apps.xr.Pipelines`, as the frame ledger is):
 
-* A stream runs at its nominal rate divided by its rung's divisor (:data:`RUNGS`: 1, 2, 3); a frame
+* A stream runs at its nominal rate divided by its rung's divisor (:data:`RUNGS`: 1, 1.5, 2, 3); a frame
   that is not its turn at that rate is not taken (:meth:`RateLadder.take`), and a frame taken has
   the period at that rate as its deadline.
 * **Down**: when a stream *missed* (a frame skipped by its budget, late, or with a stage the
@@ -45,14 +45,18 @@ from typing import Any
 
 from scheduler.priority import RANK
 
-#: rate divisors, nominal first: 30 fps steps to 15 then 10 (a 15 fps stream to 7.5 then 5)
-RUNGS: tuple[int, ...] = (1, 2, 3)
+#: rate divisors, nominal first: 30 fps steps to 20, 15 then 10 (a 15 fps stream to 10, 7.5 then 5). A first step
+#: to two thirds of the rate keeps a stream that only just misses at two frames in three, not one in two.
+RUNGS: tuple[float, ...] = (1.0, 1.5, 2.0, 3.0)
+#: how early (a share of the nominal period) a frame may come before its due time below the nominal rate and be
+#: taken: camera jitter, while at 20 of 30 fps the frame half a period early is not taken
+TAKE_EARLY = 0.4
 #: span (ms) over which a stream's misses are counted
 WINDOW_MS = 1000.0
 #: a stream that missed this share of its frames over the window makes one stream step down
 DOWN_MISS = 0.2
-#: a stream yields for a missing one only when its step frees at least this share of the work (ms/s) the missing
-#: one misses (:meth:`RateLadder._pays`)
+#: a stream yields for a missing one only when its steps down to its bottom rung would free at least this share of
+#: the work (ms/s) the missing one misses (:meth:`RateLadder._pays`)
 MIN_RELIEF = 0.5
 #: fewest frames in the window before its miss share counts (fewer for a stream slower than that per window)
 MIN_FRAMES = 6
@@ -101,7 +105,8 @@ class StreamRate:
     fps: float
     rung: int = 0
     chain_ms: float = 0.0
-    last_taken_ms: float = float("-inf")
+    #: when its next frame is due at its rate (ms; a frame this much early, less TAKE_EARLY of a nominal period, waits)
+    next_due_ms: float = float("-inf")
     last_step_ms: float = float("-inf")
     last_up_ms: float = float("-inf")
     hold_ms: float = UP_HOLD_MS
@@ -175,13 +180,17 @@ class RateLadder:
 
     def take(self, name: str, now_ms: float) -> bool:
         """Whether a frame of ``name`` arriving at ``now_ms`` is its turn at its rate (it is then taken): every
-        frame at the nominal rate; below it, a frame at least one period (less half a nominal one, for jitter)
-        after the last one taken."""
+        frame at the nominal rate; below it, the first frame at most :data:`TAKE_EARLY` of a nominal period before
+        the next due time, due times a period apart (at 20 of 30 fps: two frames in three)."""
         with self._lock:
             s = self.streams[name]
-            if s.rung and now_ms - s.last_taken_ms < s.period_ms - 500.0 / s.fps:
+            nominal_ms = 1000.0 / s.fps
+            if s.rung and now_ms < s.next_due_ms - TAKE_EARLY * nominal_ms:
                 return False
-            s.last_taken_ms = now_ms
+            # the next one a period after this one's due time, or a period from now when that is past (the first
+            # frame, or a stream that fell a period behind)
+            nxt = s.next_due_ms + s.period_ms
+            s.next_due_ms = nxt if nxt > now_ms else now_ms + s.period_ms
             return True
 
     def note(self, name: str, now_ms: float, missed: bool, chain_ms: float | None = None,
@@ -240,13 +249,13 @@ class RateLadder:
         """Whether stepping ``v`` down one rung is worth it for ``worst``, which missed ``share`` of its frames.
 
         ``worst`` itself: when it would serve more frames on time at the lower rate than it does now (its
-        miss share at least 1 - this rung's divisor / the next one's: 50 % from 30 to 15 fps). Another
-        stream: when its step frees at least :data:`MIN_RELIEF` of the work ``worst`` misses a second (a
-        stream's step that cannot help is not taken: segmentation's 15 -> 7.5 fps frees 27 ms a second
-        where pose misses 150)."""
+        miss share at least 1 - this rung's divisor / the next one's: a third from 30 to 20 fps). Another
+        stream: when stepping it down to its bottom rung would free at least :data:`MIN_RELIEF` of the work
+        ``worst`` misses a second: a stream whose whole ladder cannot help is not stepped (segmentation's 15 -> 5
+        fps frees 36 ms a second where pose misses 100 or more)."""
         if v is worst:
             return share >= 1.0 - RUNGS[v.rung] / RUNGS[v.rung + 1]
-        freed = v.chain_ms * (v.fps_now - v.fps / RUNGS[v.rung + 1])
+        freed = v.chain_ms * (v.fps_now - v.fps / RUNGS[-1])
         return freed >= MIN_RELIEF * share * worst.fps_now * worst.chain_ms
 
     def _offload(self, worst: StreamRate, now_ms: float, why: str) -> Step | None:
