@@ -359,7 +359,10 @@ def main_from_args(args: argparse.Namespace) -> int:
                             priority=priority)
         rss_start = rt.memory().get("rss_mb")   # the models loaded, the streams not yet started
         writer = ShowWriter(args.show, session.last_results, CAMERA_FPS) if args.show else None
-        procs = ", ".join(f"{p} (a software adapter: the CPU cores)" if p.endswith("-sw") else p for p in rt.processors)
+        lanes = set(rt.urgent_processors)
+        procs = ", ".join(f"{p} (a software adapter: the CPU cores)" if p.endswith("-sw")
+                          else f"{p} (critical and high work only, on the same cores)" if p in lanes else p
+                          for p in rt.processors)
         title = f"edgert xr-demo: scheduler {rt.scheduler} on {procs}, {source}"
         live = _live_display(args, total)
         session_run(session, frames, args.seconds, writer, live,

@@ -251,7 +251,8 @@ class Runtime:
         as ``rt.frame(33.3)`` or ``rt.frame(budget_ms=33.3)``; give one of them. ``priority=`` (``critical``,
         ``high``, ``normal``, ``low``) is the importance of every request issued inside (default: each
         model's own, ``rt.load(priority=)``); a critical or high frame's block also runs the calling thread
-        at that level's OS priority (see ``Runtime(thread_priority=)``). ``processors=`` restricts those requests to some of
+        at that level's OS priority (see ``Runtime(thread_priority=)``; in asyncio code that is the event loop's
+        thread, for the block). ``processors=`` restricts those requests to some of
         :attr:`processors` (e.g. ``["cloud"]``: an XR stream offloaded as its rate ladder's last rung).
 
         Raises:
