@@ -22,6 +22,13 @@ GIL, lock and sleep functions say where the instructions go.
 
     python benchmarks/instructions.py [--requests 2000] [--trees 30] [--out benchmarks/results/instructions.md]
 
+Which thread runs a done-callback (the caller, the worker, the resolver thread) is a race, and a mark
+only splits the thread that reaches it; ``--whole`` counts instead every thread of the process that
+runs Python (not the backends' spinning thread pools), with no marks, at ``--requests`` and at a fifth
+of them, and divides the difference by the requests between:
+
+    python benchmarks/instructions.py --whole [--requests 1000]
+
 Needs valgrind (``apt-get install valgrind``); takes a few minutes (callgrind runs ~50x slower).
 """
 
@@ -29,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import math
 import os
 import re
 import shutil
@@ -203,6 +211,53 @@ def measure(requests: int, trees: int, keep: str | None = None, stages: int = 20
         return read_parts(d, requests)
 
 
+def measure_whole(requests: int) -> dict[str, float]:
+    """Per path, the Ir of every thread that runs Python (no marks) per request: each path runs twice, with
+    ``requests`` and with a fifth of them, and the difference is divided by the requests between. Which thread
+    runs a done-callback is a race, so the marked split can shift between threads; this sum cannot."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed: apt-get install valgrind")
+    few = requests // 5
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in PATHS[:3]:
+            total = {}
+            for n in (few, requests):
+                cg = os.path.join(tmp, f"{path}-{n}.out")
+                cmd = ["valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={cg}",
+                       sys.executable, __file__, "--child", path, "--requests", str(n), "--trees", "1"]
+                proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                if proc.returncode != 0:
+                    raise SystemExit(f"callgrind run of {path} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+                total[n] = sum(_python_threads(glob.glob(f"{cg}-*")))
+            out[path] = (total[requests] - total[few]) / (requests - few)
+    return out
+
+
+def _python_threads(files: list[str]) -> list[int]:
+    """The Ir of each thread (one callgrind file each) that runs Python: at least a quarter of its instructions
+    in CPython. The caller, the runtime's workers and resolver; not ONNX Runtime's or OpenBLAS's thread pools,
+    whose spin-waits count by the wall clock, not by the requests."""
+    out = []
+    for f in files:
+        objs = _self_by_object(f)
+        total = sum(objs.values())
+        if total and objs.get("CPython (interpreter, objects)", 0) >= 0.25 * total:
+            out.append(total)
+    return out
+
+
+def report_whole(per: dict[str, float], requests: int) -> str:
+    """Markdown: the whole process's Ir per request by path, and each against the direct call."""
+    lines = [f"Every thread that runs Python (`--whole`; ONNX Runtime's and OpenBLAS's pools, which spin by the "
+             f"clock, left out): Ir of a run with {requests} requests less one with {requests // 5}, per request "
+             "between.", "", "| path | Ir / request | × direct | added by edgert |",
+             "|---|---:|---:|---:|"]
+    for path, v in per.items():
+        lines.append(f"| {path} | {v:,.0f} | {v / per['direct']:.2f} | {v - per['direct']:,.0f} |")
+    return "\n".join(lines)
+
+
 def _thread_parts(sub: str) -> dict[int, list[str]]:
     """Per thread id, its callgrind files in part order."""
     by_thread: dict[int, list[tuple[int, str]]] = {}
@@ -264,8 +319,13 @@ def _read_stages(sub: str) -> dict[str, float]:
     # one per callback it ran, the closing boundary, the exit
     worker = max((t for t in parts if t != 1), key=lambda t: sum(p.get(ort, 0) for p in parts[t]))
     wp = parts[worker]
-    cycle = sum(sum(p.values()) for p in wp[2:-1]) - sum(wp[1].values())
-    run = sum(p.get(ort, 0) for p in wp[2:-1]) - wp[1].get(ort, 0)
+    cycle: float
+    run: float
+    if len(wp) >= 3:
+        cycle = sum(sum(p.values()) for p in wp[2:-1]) - sum(wp[1].values())
+        run = sum(p.get(ort, 0) for p in wp[2:-1]) - wp[1].get(ort, 0)
+    else:   # no callback, not even a boundary's, ran on it (which thread runs one is a race): nothing to split by
+        cycle = run = math.nan
     out = {"requests": n, "submit": submit / n, "wait": wait / n, "worker": cycle / n, "worker_ort": run / n,
            "on_caller": marks.count("c"), "on_worker": marks.count("w"), "on_other": marks.count("r")}
     if marks.count("r") >= 2:   # the resolver: its parts between its first and last mark span these requests
@@ -350,9 +410,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--from", dest="from_dir", default=None, help="report a kept folder again (no new run)")
     ap.add_argument("--child", choices=(*PATHS, STAGED), default=None, help=argparse.SUPPRESS)
     ap.add_argument("--stages", type=int, default=200, help="requests of the marked futures path (0: skip it)")
+    ap.add_argument("--whole", action="store_true",
+                    help="only the Ir per request by path of every thread that runs Python, summed (no marks)")
     args = ap.parse_args(argv)
     if args.child:
         _child(args.child, args.requests, args.trees)
+        return 0
+    if args.whole:
+        text = report_whole(measure_whole(args.requests), args.requests)
+        print(text)
+        if args.out:
+            Path(args.out).write_text(text + "\n")
         return 0
     res = (read_parts(args.from_dir, args.requests) if args.from_dir
            else measure(args.requests, args.trees, args.keep, args.stages))

@@ -30,8 +30,10 @@ The hand-off. Three kinds of thread end requests:
   (:func:`quiet`: no ``then=`` stages, no completion callback), it starts that next run first and hands the
   ended request to the :class:`ResolverThread` (a :class:`Handed`), which does the bookkeeping, resolves it,
   and makes the decision the completion left while the next run executes: the processor's idle gap between
-  two runs is then the bookkeeping only. Otherwise it resolves on its own thread before the freed processor
-  is decided on, so that the cascade's next stage is pending for that decision.
+  two runs is then the bookkeeping only. With nothing queued or pending (no next run, no decision) it resolves
+  on its own thread: a hand-off would only add a thread switch before the waiting caller wakes. Otherwise it
+  resolves on its own thread before the freed processor is decided on, so that the cascade's next stage is
+  pending for that decision.
 * **the resolver thread**, as above.
 
 The GIL. A ``submit`` that wakes an idle worker would otherwise keep the GIL: the caller usually goes on
@@ -53,7 +55,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -382,7 +384,8 @@ class Dispatcher:
                     req.outputs = outputs
             elif not self._replace_locked(w, req, end):
                 self.ends.fail(req, err, end)
-            if chain and self._resolver is not None and all(quiet(r) for r, _ in self.ends.results):
+            if chain and self._resolver is not None and (w.queue or self._pending) and all(
+                    quiet(r) for r, _ in self.ends.results):   # (with neither, a hand-off is a thread switch only)
                 return self._next_locked(w)
             done = self.ends.take() if self.ends.results else None
         # Resolve first: completion callbacks submit the next cascade stages, which must be
@@ -863,8 +866,11 @@ def resolve(done: Iterable[tuple[Request, Result]], trace: TraceWriter | None) -
             trace.finish(res)
         req.result = res
         fut = req.future
-        if fut is not None and not fut.cancelled():
-            fut.set_result(res)
+        if fut is not None:
+            try:   # one pass through the future's lock; a check first would race a cancel() between the two
+                fut.set_result(res)
+            except InvalidStateError:   # its holder cancelled it: the request still ended (recorded) as res says
+                pass
 
 
 def quiet(req: Request) -> bool:

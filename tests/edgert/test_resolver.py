@@ -52,3 +52,18 @@ def test_a_future_with_a_callback_is_resolved_before_the_next_decision():
         assert all(f.result(timeout=30).status == "ok" for f in futs)
     assert len(ran_on) == 4
     assert "edgert-resolver" not in ran_on
+
+
+def test_a_cancelled_future_still_ends_its_request_once_and_the_worker_goes_on():
+    # The holder may cancel a future the runtime has not resolved yet: the request still runs and ends
+    # (counted once), resolving it does not raise on the worker, and the next request runs there.
+    with edgert.Runtime(cpu_workers=1, delegates="ort-cpu") as rt:
+        m = rt.load(cnn_at(DET_HW), name="det", slo_ms=60_000.0)
+        x = np.zeros((1, DET_HW, DET_HW, 3), np.float32)
+        m(x)
+        first = m.submit(x)
+        queued = m.submit(x)   # behind the first (a ~20 ms run): still pending when cancelled
+        assert queued.cancel() and queued.cancelled()
+        assert first.result(timeout=30).status == "ok"
+        assert m.submit(x).result(timeout=30).status == "ok"   # the worker is alive
+    assert rt.stats()["det"]["requests"] == 4 and rt.stats()["det"]["ok"] == 4
