@@ -18,8 +18,8 @@ PRIORITIES: tuple[str, ...] = ("critical", "high", "normal", "low")
 DEFAULT_PRIORITY = "normal"
 #: level -> rank, 0 = most important
 RANK: dict[str, int] = {p: i for i, p in enumerate(PRIORITIES)}
-#: the levels an urgent lane runs (``edgert.Runtime(urgent_workers=)``): above ``normal``
-URGENT_LEVELS: frozenset[str] = frozenset(("critical", "high"))
+#: the levels above the default: an urgent lane runs them (``edgert.Runtime(urgent_workers=)``)
+URGENT_LEVELS: frozenset[str] = frozenset(p for p in PRIORITIES if RANK[p] < RANK[DEFAULT_PRIORITY])
 #: urgency lead per level: ms edgert's policy subtracts from a request's effective deadline when it
 #: orders requests (``scheduler.policies._reserve``), so the more important of two due about together goes first
 LEAD_MS: dict[str, float] = {"critical": 16.0, "high": 8.0, "normal": 0.0, "low": -8.0}

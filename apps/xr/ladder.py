@@ -16,10 +16,10 @@ throughput sustains. Here every stream of a runtime is on one :class:`RateLadder
   critical one only once no lower stream can yield), else the least important stream, no more
   important than the missing one, that can still step and whose step pays (``low`` before
   ``normal`` before ``high`` before ``critical``; of equals, the one whose frames cost the most
-  time per second). A step pays (:meth:`RateLadder._pays`) for another stream when it frees at
-  least :data:`MIN_RELIEF` of the work the missing one misses, and for the missing stream itself
-  when it would serve more frames on time at the lower rate (it misses at least half its frames
-  at 30 fps). A critical stream keeps its full rate while any lower stream can still yield.
+  time per second). A step pays (:meth:`RateLadder._pays`) for another stream when its steps down
+  to its bottom rung would free at least :data:`MIN_RELIEF` of the work the missing one misses,
+  and for the missing stream itself when it would serve more frames on time at the lower rate (it
+  misses at least a third of its frames at 30 fps). A critical stream keeps its full rate while any lower stream can still yield.
 * **Cloud, the last rung**: when the stream to step is already at the bottom and the runtime has a
   cloud worker (``--offload``) whose measured latency for the stream's chain fits its period, the
   stream goes to the cloud (its frames run there only, ``rt.frame(processors=["cloud"])``) instead

@@ -27,7 +27,7 @@ from apps.xr import assets, face, hands, pose, segmentation
 from apps.xr.budget import FrameBudget, Ledger, skip_reason
 from apps.xr.ladder import RateLadder
 from edgert.errors import did_you_mean
-from scheduler.priority import DEFAULT_PRIORITY, PRIORITIES, RANK
+from scheduler.priority import DEFAULT_PRIORITY, PRIORITIES, RANK, URGENT_LEVELS
 from scheduler.priority import check as check_priority
 from apps.xr.stages import Runner, StageInfo
 from apps.xr.tracking import DetectAndTrack
@@ -437,7 +437,7 @@ def urgent_workers_for(priority: str | dict[str, str] | None) -> int:
     if not priority:
         return 0
     levels = [priority] if isinstance(priority, str) else list(priority.values())
-    return int(any(RANK[check_priority(v)] < RANK[DEFAULT_PRIORITY] for v in levels))
+    return int(any(check_priority(v) in URGENT_LEVELS for v in levels))
 
 
 def pose_mod_tracker(m: dict[str, edgert.Model], tracking: bool) -> pose.PoseTracker:

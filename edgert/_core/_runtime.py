@@ -102,7 +102,7 @@ class Runtime:
                  cpu_workers: int | None = None, *, warmup_runs: int = 3, alpha: float = 0.1,
                  profile: str | Path | DeviceProfile | None = None, records: bool | int = False,
                  thread_priority: bool = True, urgent_workers: int = 0) -> None:
-        _validate.runtime_args(delegates, scheduler, offload, trace, cpu_workers, warmup_runs, alpha)
+        _validate.runtime_args(delegates, scheduler, offload, trace, cpu_workers, warmup_runs, alpha, urgent_workers)
         keep = records_capacity(records)
         policy = make_policy(scheduler) if scheduler is None or isinstance(scheduler, str) else scheduler
         self._warmup_runs = warmup_runs
@@ -111,9 +111,6 @@ class Runtime:
         d = self._dispatcher = Dispatcher(policy, LatencyEstimator(alpha), TraceWriter(trace) if trace is not None else None)
         d.ends.kept = RecordBuffer(keep) if keep else None
         d.thread_priority = ThreadPriority(thread_priority)
-        if not isinstance(urgent_workers, int) or isinstance(urgent_workers, bool) or urgent_workers < 0:
-            raise ConfigError(f"urgent_workers must be a non-negative int (CPU workers that run only critical and "
-                              f"high requests), got {urgent_workers!r}")
         workers = make_workers(self._delegates, cpu_slots(self._delegates, cpu_workers), d.lock, urgent_workers)
         name_software_workers(workers)   # a software adapter's worker is gpu-sw, never gpu
         if offload not in (None, "off"):

@@ -54,6 +54,16 @@ class ThreadPriority:
                           "or raise RLIMIT_NICE (ulimit -e) to let critical work run ahead of other processes")
         _log.info("edgert: thread priorities %s", self.state)
 
+    def set(self, tid: int, niceness: int) -> bool:
+        """Set thread ``tid``'s niceness (clamped to -20‥19); False, with the feature turned off (:meth:`refuse`),
+        when the OS refuses."""
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, max(-20, min(19, niceness)))
+            return True
+        except OSError as exc:   # EPERM / EACCES: not allowed to lower it
+            self.refuse(exc)
+            return False
+
     @contextlib.contextmanager
     def caller_at(self, level: str | None) -> Iterator[None]:
         """The calling thread at ``level``'s niceness (relative to its own) for the block, then back: a critical
@@ -64,16 +74,13 @@ class ThreadPriority:
             return
         tid = threading.get_native_id()
         before = os.getpriority(os.PRIO_PROCESS, tid)
-        try:
-            os.setpriority(os.PRIO_PROCESS, tid, max(-20, before + off))
-        except OSError as exc:
-            self.refuse(exc)
+        if not self.set(tid, before + off):
             yield
             return
         try:
             yield
         finally:
-            os.setpriority(os.PRIO_PROCESS, tid, before)
+            self.set(tid, before)   # back up: always allowed
 
 
 class ThreadNice:
@@ -92,11 +99,7 @@ class ThreadNice:
         want = NICENESS.get(level, 0) if self.policy.enabled else 0
         if want == self.now:
             return
-        try:
-            os.setpriority(os.PRIO_PROCESS, self.tid, max(-20, min(19, self.base + want)))
+        if self.policy.set(self.tid, self.base + want):
             self.now = want
-        except OSError as exc:   # EPERM / EACCES: not allowed to raise; back to the base, which is always allowed
-            self.policy.refuse(exc)
-            if self.now:
-                os.setpriority(os.PRIO_PROCESS, self.tid, self.base)
-                self.now = 0
+        elif self.now and self.policy.set(self.tid, self.base):   # refused: back to the base (always allowed)
+            self.now = 0

@@ -87,7 +87,7 @@ def after(v: Any) -> Result | None:
 
 
 def runtime_args(delegates: Any, scheduler: Any, offload: Any, trace: Any, cpu_workers: Any,
-                 warmup_runs: Any, alpha: Any) -> None:
+                 warmup_runs: Any, alpha: Any, urgent_workers: Any = 0) -> None:
     """The arguments of ``edgert.Runtime`` other than ``profile`` (see its docstring)."""
     if not isinstance(delegates, str) and (not isinstance(delegates, Sequence) or not delegates):
         raise ConfigError(f"delegates must be 'auto' or a non-empty list of names, got {show(delegates)}")
@@ -104,6 +104,9 @@ def runtime_args(delegates: Any, scheduler: Any, offload: Any, trace: Any, cpu_w
     if cpu_workers is not None and (isinstance(cpu_workers, bool) or not isinstance(cpu_workers, int)
                                     or not 0 <= cpu_workers <= 1024):
         raise ConfigError(f"cpu_workers must be None (one per core) or an int from 0 to 1024, got {show(cpu_workers)}")
+    if isinstance(urgent_workers, bool) or not isinstance(urgent_workers, int) or not 0 <= urgent_workers <= 1024:
+        raise ConfigError(f"urgent_workers must be an int from 0 to 1024 (CPU workers that run only critical and "
+                          f"high requests), got {show(urgent_workers)}")
     if isinstance(warmup_runs, bool) or not isinstance(warmup_runs, int) or not 0 <= warmup_runs <= MAX_WARMUP_RUNS:
         raise ConfigError(f"warmup_runs must be an int from 0 to {MAX_WARMUP_RUNS}, got {show(warmup_runs)}")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha <= 1:

@@ -105,21 +105,24 @@ def test_where_the_os_refuses_it_says_why_and_serves_every_request(model_dir, mo
 
 def test_an_urgent_lane_runs_only_critical_and_high_requests(model_dir):
     x = np.zeros((1, 64), np.float32)
+    image = np.zeros((1, 64, 64, 3), np.float32)
     with edgert.Runtime(delegates="cpu", cpu_workers=1, urgent_workers=1) as rt:
         assert rt.processors == ["cpu0", "cpu-urgent"] and rt.urgent_processors == ["cpu-urgent"]
         norm = rt.load(model_dir / "tiny.onnx", name="norm")
         low = rt.load(model_dir / "tiny.onnx", name="low", priority="low")
+        heavy = rt.load(model_dir / "cnn.onnx", name="heavy")
         crit = rt.load(model_dir / "tiny.onnx", name="crit", priority="critical")
         futs = [m.submit(x) for _ in range(40) for m in (norm, low)]
+        futs += [heavy.submit(image) for _ in range(10)]   # cpu0 has a backlog of CNN runs when the critical come
         with rt.frame(33.3, priority="high"):
             futs += [norm.submit(x) for _ in range(5)]   # a high frame's requests may take the lane
         futs += [crit.submit(x) for _ in range(5)]
-        res = [f.result(timeout=30) for f in futs]
+        res = [f.result(timeout=60) for f in futs]
         assert all(r.status in ("ok", "late") for r in res)
-        assert not [r for r in res[:80] if r.processor == "cpu-urgent"]   # never a normal or low request
-        assert {r.processor for r in res[80:]} <= {"cpu0", "cpu-urgent"}
+        assert not [r for r in res[:90] if r.processor == "cpu-urgent"]   # never a normal or low request
+        assert any(r.processor == "cpu-urgent" for r in res[90:])   # the lane took urgent work cpu0 had no room for
 
 
 def test_urgent_workers_must_be_a_count():
-    with pytest.raises(edgert.ConfigError, match="urgent_workers must be a non-negative int"):
+    with pytest.raises(edgert.ConfigError, match="urgent_workers must be an int from 0 to 1024"):
         edgert.Runtime(delegates="cpu", urgent_workers=-1)
