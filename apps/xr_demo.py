@@ -13,12 +13,12 @@ pose           30     pose_detection → pose_landmark_full
 segmentation   15     selfie_segmentation
 =============  =====  ==========================================================================
 
-Every request of a frame shares the frame's deadline (the stream's period), and the frame is priced
-by it (:mod:`apps.xr.budget`): admitted or skipped whole (a frame predicted to finish after its
-deadline is not started), optional detector searches and the hand models' full variants only when
-there is room. ``--priority hands=critical,pose=low`` declares the streams' importance (default
-``normal``): under sustained overload the lowest steps its rate down first (:mod:`apps.xr.ladder`:
-30 → 20 → 15 → 10 fps, its deadline the longer period) and back up when there is room. While the previous frame's landmarks give the region, the
+Each stream is a runtime stream (``rt.stream``; the overload controller is :mod:`scheduler.streams`): every
+request of a frame shares the frame's deadline (the stream's period), and the runtime takes the frame or
+skips it whole (a frame predicted to finish after its deadline is not started); optional detector searches
+and the hand models' full variants run only when there is room. ``--priority hands=critical,pose=low``
+declares the streams' importance (default ``normal``): under sustained overload the lowest steps its rate
+down first (30 → 20 → 15 → 10 fps, its deadline the longer period) and back up when there is room. While the previous frame's landmarks give the region, the
 detector is skipped (tracking). The streams' periods start spread over one camera period.
 ``--users N`` runs every stream once per user (``hands#0`` … ``segmentation#{N-1}``), user k's
 camera ``USER_LAG_FRAMES * k`` frames behind the source. The camera is a sample scene
@@ -224,9 +224,8 @@ class XRSession:
                 st.note_failure(why)
 
     def ladder_steps(self) -> list[dict[str, Any]]:
-        """The rate ladder's steps over the run, in order (ms on the runtime clock)."""
-        pipe = next(iter(self.pipes.values()), None)
-        return [] if pipe is None else [s.as_dict() for s in pipe.ladder.steps]
+        """The streams' latest rate steps over the run, in order (ms on the runtime clock)."""
+        return sorted((st for p in self.pipes.values() for st in p.steps()), key=lambda st: st["t_ms"])
 
     def failures(self) -> dict[str, tuple[int, str]]:
         """Stream -> (frames on which code of ours raised, the first reason) for streams with any."""

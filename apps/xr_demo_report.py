@@ -55,15 +55,13 @@ def summarize(stats: dict[str, dict[str, Any]], seconds: float, session: _Sessio
         if hasattr(pipe, "elastic_counts"):
             counts.update(pipe.elastic_counts())
         lat = np.asarray(st.latencies_ms) if st.latencies_ms else np.zeros(1)
-        ladder = getattr(pipe, "ladder", None)
-        rung = ladder.streams.get(name) if ladder is not None else None
         per_stream[name] = {"frames": st.frames, "on_time": st.on_time,
                             "on_time_pct": 100.0 * st.on_time / st.frames if st.frames else 0.0,
                             "late": getattr(st, "late", 0), "dropped": getattr(st, "dropped", 0),
                             "rate_skipped": getattr(st, "rate_skipped", 0),
                             "rate_fps": st.on_time / seconds if seconds else 0.0,
-                            "fps_now": rung.fps_now if rung is not None else None,
-                            "ladder": [s.as_dict() for s in ladder.steps_of(name)] if ladder is not None else [],
+                            "fps_now": pipe.rung_fps() if hasattr(pipe, "rung_fps") else None,
+                            "ladder": pipe.steps() if hasattr(pipe, "steps") else [],
                             "found_mean": found_mean(st),
                             "p50_ms": float(np.percentile(lat, 50)), "p99_ms": float(np.percentile(lat, 99)),
                             "failed": getattr(st, "failed", 0), "first_failure": getattr(st, "first_failure", ""),

@@ -176,13 +176,12 @@ def edgert_answers(rt: edgert.Runtime, frames: list[np.ndarray], users: int,
 
 
 def _ladder_steps(rt: edgert.Runtime) -> list[str]:
-    from apps.xr.pipelines import _LADDERS  # noqa: PLC0415 - the runtime's ladder, for the run's record
-
-    lad = _LADDERS.get(rt)
-    if lad is None or not lad.steps:
+    """The runtime's streams' latest rate steps, for the run's record."""
+    steps = sorted((st["at_ms"], name, st) for name, s in rt.streams.items() for st in s.stats()["steps"])
+    if not steps:
         return []
-    t0 = lad.steps[0].t_ms
-    return [f"+{(s.t_ms - t0) / 1e3:.1f}s {s.stream} {s.from_fps:g}->{s.to_fps:g}" for s in lad.steps]
+    t0 = steps[0][0]
+    return [f"+{(t - t0) / 1e3:.1f}s {name} {st['from_fps']:g}->{st['to_fps']:g}" for t, name, st in steps]
 
 
 def one_run(system: str, frames: list[np.ndarray], users: int, seconds: float,

@@ -24,18 +24,20 @@ from edgert._core._frame import Frame
 from edgert._core._model import Model
 from edgert._core._result import Result
 from edgert._core._runtime import Runtime
+from edgert._core._streams import Stream, StreamFrame
 from edgert import errors, models
 
 __version__ = "0.1.0"
 
 # The public classes print as what users import (``edgert.Runtime``, not ``edgert._core._runtime.Runtime``), as
 # the error classes do (edgert/errors.py); pickling finds them here too.
-for _cls in (Frame, Model, Result, Runtime):
+for _cls in (Frame, Model, Result, Runtime, Stream, StreamFrame):
     _cls.__module__ = "edgert"
 del _cls
 
 __all__ = [
     "ConfigError", "DelegateUnavailable", "EdgeRTError", "Frame", "InferenceError", "InputError",
-    "Model", "ModelLoadError", "OffloadError", "RequestDropped", "Result", "Runtime", "TraceError",
+    "Model", "ModelLoadError", "OffloadError", "RequestDropped", "Result", "Runtime", "Stream", "StreamFrame",
+    "TraceError",
     "__version__", "errors", "models",
 ]

@@ -76,7 +76,7 @@ class HandTracker(DetectAndTrack[Hand]):
 
     Args:
         palm / landmark: the loaded models (``palm_detection_full``, ``hand_landmark_full``), or each a list
-            of variants, most accurate first (``[…_full, …_lite]``): the frame's budget picks one.
+            of variants, most accurate first (``[…_full, …_lite]``): the stream frame picks one.
         max_hands: most hands reported.
         tracking: False = static-image mode (detector on every frame).
         detect_every: while fewer than ``max_hands`` are tracked, run the detector on every

@@ -14,8 +14,10 @@ and a landmark stage is submitted (``after=`` its detector) only for a region wo
 from __future__ import annotations
 
 import contextlib
+import math
+import threading
 import weakref
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,40 +26,14 @@ import numpy as np
 
 import edgert
 from apps.xr import assets, face, hands, pose, segmentation
-from apps.xr.budget import FrameBudget, Ledger, skip_reason
-from apps.xr.ladder import RateLadder
 from edgert.errors import did_you_mean
 from scheduler.priority import DEFAULT_PRIORITY, PRIORITIES, RANK, URGENT_LEVELS
 from scheduler.priority import check as check_priority
 from apps.xr.stages import Runner, StageInfo
 from apps.xr.tracking import DetectAndTrack
 
-#: Frames in a row a stream may skip as predicted late (or its chain too long); the next one runs lean
-#: (a probe), so that its models' estimates and its prediction errors stay measured: a skipped frame
-#: measures nothing, and estimates taken on a busy spell would otherwise shut the stream out for good.
-#: At most one frame in MAX_SHED_STREAK + 1 may then come late.
-MAX_SHED_STREAK = 20
-#: Finish-time prediction errors kept per stream (the admission's margin is a high quantile of them).
-ERRORS_KEPT = 64
-#: A prediction error older than this (ms) no longer counts in the margin (a busy spell passes).
-ERROR_TTL_MS = 2000.0
-#: By level, the quantile of the recent prediction errors (actual finish - predicted, ms) added to a frame's
-#: predicted finish before it is compared with its deadline. A critical frame takes a lower quantile: skipping
-#: it is a sure miss of the stream that matters most, so it runs on worse odds; 0.5 there and 0.75 for ``high``
-#: served 6-10 % of those streams' frames late at two users (``benchmarks/results/xr_overload.md``).
-ERROR_QUANTILE = {"critical": 0.75, "high": 0.9, "normal": 0.9, "low": 0.9}
-#: The share of a stream's admitted frames it aims to serve late. The margin's quantile starts at the level's
-#: ERROR_QUANTILE and follows the stream's outcomes (a stochastic-approximation quantile tracker): up by
-#: QUANTILE_STEP after a late frame, down by QUANTILE_STEP * LATE_TARGET / (1 - LATE_TARGET) after one on time, so
-#: that it settles where LATE_TARGET of the frames run late. A fixed high quantile skipped far more frames than
-#: came late (pose beside a busy process: 66-80 skipped as predicted late to keep 7 late of 190).
-LATE_TARGET = 0.02
-QUANTILE_STEP = 0.05
-#: The quantile's bounds: never below the median error; at most the largest recent error (1.0).
-QUANTILE_RANGE = (0.5, 1.0)
 #: The streams a Pipelines can run, as ``priority=`` dicts name them.
 STREAM_NAMES = ("hands", "face", "pose", "segmentation")
-_LADDERS: weakref.WeakKeyDictionary[edgert.Runtime, RateLadder] = weakref.WeakKeyDictionary()
 
 _SHARED: weakref.WeakKeyDictionary[edgert.Runtime, dict[str, edgert.Model]] = weakref.WeakKeyDictionary()
 
@@ -143,24 +119,20 @@ class Pipelines:
         detect_every: while fewer than the maximum hands / faces are tracked, look for new ones on
             every n-th frame only (1 = every frame, MediaPipe's behaviour).
         models_dir: where the MediaPipe models are (default: edgert's cache, fetched if missing).
-        elastic: price every frame that has a deadline by it (:mod:`apps.xr.budget`): the frame's
-            cascades are admitted or shed as one job (never half a frame); a detector's search for
-            one more instance while some are tracked is optional and runs only when the frame has
-            time and the workers spare capacity; the hand models run their full variant when it
-            fits and the lite one rather than miss the deadline. Frames without a deadline run
-            every stage as MediaPipe does, full variants only. With a deadline, the frame is
-            skipped (never run late by choice) when its predicted finish, behind the work running
-            and queued beside it plus a high quantile of this stream's recent prediction errors,
-            is after the deadline; and the stream is on the runtime's rate ladder
-            (:mod:`apps.xr.ladder`): under sustained overload it steps its rate down (the deadline
-            then being the longer period), lowest priority first, and back up when there is room.
+        elastic: with a deadline, each stream it runs (hands, face, pose, segmentation) is a runtime stream
+            (``rt.stream``, :mod:`scheduler.streams`): the runtime takes or skips its frames as one job (never
+            half a frame, never served late by choice), steps its rate down a ladder under sustained overload
+            (lowest priority first) and back up when there is room, and says whether optional work has room:
+            a detector's search for one more instance while some are tracked runs only then, and the hand
+            models run their full variant when it fits and the lite one rather than miss the deadline.
+            Frames without a deadline run every stage as MediaPipe does, full variants only.
         priority: the importance of the streams it runs: one level (``"critical"``, ``"high"``,
             ``"normal"``, the default, ``"low"``) or a dict by stream (``hands``, ``face``, ``pose``,
-            ``segmentation``; a stream not named is ``normal``, a stream it does not run is ignored).
-            Its requests carry the highest level among its streams; it gives way (skips frames,
-            steps down its rate) by it.
-        stream: its name on the rate ladder and in the reports (default: the streams it runs, joined by ``+``,
-            with ``@2``, ``@3`` … for a second, third Pipelines of the same streams on the runtime).
+            ``segmentation``; a stream not named is ``normal``, a stream it does not run is ignored). Each
+            stream gives way (skips frames, steps down its rate) by its own level.
+        stream: its streams' name on the runtime (``rt.streams``) and in the reports: with one stream, the name
+            itself; with several, ``NAME/hands`` … (default: the stream names; ``@2``, ``@3`` … for a second,
+            third Pipelines of the same streams on the runtime).
 
     Raises:
         edgert.ConfigError: an unknown priority level or stream name ("did you mean …").
@@ -172,12 +144,19 @@ class Pipelines:
                  priority: str | dict[str, str] = "normal", stream: str | None = None) -> None:
         self.rt = rt
         self.elastic = elastic
-        runs = [n for n, on in zip(STREAM_NAMES, (max_hands > 0, max_faces > 0, pose, segmentation)) if on]
-        self.priority = stream_priority(priority, runs)
-        self.stream = stream or self.ladder.name("+".join(runs) or "none")
-        self.frames_shed_by: Counter[str] = Counter()
-        self.errors_ms: deque[tuple[float, float]] = deque(maxlen=ERRORS_KEPT)   # (runtime ms, error ms)
+        self.runs = [n for n, on in zip(STREAM_NAMES, (max_hands > 0, max_faces > 0, pose, segmentation)) if on]
+        #: each stream's level
+        self.levels = stream_levels(priority, self.runs)
+        #: the most important of its streams' levels
+        self.priority = min(self.levels.values(), key=RANK.__getitem__, default=DEFAULT_PRIORITY)
+        self.stream = stream or "+".join(self.runs) or "none"
+        self._base = stream
+        self._streams: dict[str, edgert.Stream] = {}   # by the part it runs, opened at the first timed frame
+        self._open_lock = threading.Lock()
+        self._closer = weakref.finalize(self, _close_streams, self._streams)
         self.all_errors_ms: list[float] = []
+        self.frames_shed = 0
+        self.frames_rescued = 0
         lite = elastic and max_hands > 0
         want = [*(CASCADES["hands"] if max_hands > 0 else ()), *(CASCADES["hands_lite"] if lite else ()),
                 *(CASCADES["faces"][: 3 if iris else 2] if max_faces > 0 else ()),
@@ -192,11 +171,6 @@ class Pipelines:
                                        max_faces, tracking, detect_every) if max_faces > 0 else None)
         self.pose = pose_mod_tracker(m, tracking) if pose else None
         self.segmenter = segmentation_mod(m) if segmentation else None
-        self.frames_shed = 0
-        self.frames_rescued = 0
-        self._shed_streak = 0
-        #: the quantile of recent prediction errors this stream's admission adds (see LATE_TARGET)
-        self.margin_quantile = ERROR_QUANTILE[self.priority]
 
     def process(self, frame: np.ndarray, t_ms: float | None = None,
                 deadline_ms: float | None = None) -> FrameResult:
@@ -205,75 +179,101 @@ class Pipelines:
         Args:
             frame: H×W×3 RGB, uint8 or float32 in [0, 1].
             t_ms: the frame's capture time (ms), carried into the result.
-            deadline_ms: the stream's nominal period (ms): every request of this frame shares a deadline
-                this many ms from now, times the stream's rate divisor when the rate ladder stepped it
-                down (None: the models' own SLOs, if any, and no ladder).
+            deadline_ms: the streams' nominal period (ms): with ``elastic``, each stream's frame is offered to the
+                runtime (its deadline the period at the stream's rung); without, every request of this frame
+                shares a deadline this many ms from now (None: the models' own SLOs, if any).
 
         Raises:
             edgert.InputError: ``frame`` is not H×W×3 uint8 / float32.
         """
         frame = check_frame(frame)
         out = FrameResult(t_ms=t_ms)
-        ledger = Ledger.of(self.rt) if self.elastic and deadline_ms is not None else None
-        if ledger is None or deadline_ms is None:
-            return self._run(frame, out, deadline_ms, None, False)
-        ladder = self.ladder
-        ladder.add(self.stream, self.priority, 1000.0 / deadline_ms)
+        if not self.elastic or deadline_ms is None or not self.runs:
+            return self._run_plain(frame, out, deadline_ms)
+        streams = self._open(1000.0 / deadline_ms)
         start = self.rt.now_ms()
-        if not ladder.take(self.stream, start):
-            out.rate_skipped = True
+        run = Runner()
+        masks: list[np.ndarray] = []
+        offered: list[edgert.StreamFrame] = []
+        for part, s in streams.items():
+            f = s.frame(at_ms=start)
+            offered.append(f)
+            run.frame = f if f.taken else None
+            with f:
+                if f.taken:
+                    self._start(part, frame, run, out, masks)
+                elif f.reason != "rate":
+                    self._shed(part, run, f"frame skipped whole: {f.detail}")
+        out.stages = run.run()
+        out.mask = masks[0] if masks else None
+        taken = [f for f in offered if f.taken]
+        shed = [f for f in offered if not f.taken and f.reason != "rate"]
+        if not taken and not shed:
+            out.rate_skipped = True   # not its turn at its rate: nothing ran, not a frame taken
             return out
-        budget_ms = ladder.streams[self.stream].period_ms
-        probe = FrameBudget(ledger, start + budget_ms, priority=self.priority)
-        cloud_ms, offloaded = self._cloud_ms(), ladder.offloaded(self.stream)
-        why, predicted, chain, lean = self._cloud_admission(probe, cloud_ms) if offloaded else self._admission(probe)
-        out.budget_ms = budget_ms
-        if why:
-            run = Runner(probe)
-            self._shed(run, why)
-            out.shed, out.stages = why, run.stages
-            ladder.note(self.stream, start, True, chain, ledger.busy_share(), cloud_ms)
-            return out
-        self._run(frame, out, budget_ms, ledger, lean, ("cloud",) if offloaded else None)
-        end = self.rt.now_ms()
-        out.elapsed_ms, out.predicted_ms = end - start, predicted - start
-        out.late = out.elapsed_ms > budget_ms
-        self.all_errors_ms.append(out.elapsed_ms - out.predicted_ms)
-        missed = out.late or any(v.status not in ("ok", "skipped") for v in out.stages.values())
-        if not ladder.warming(start):   # the first second's errors (every stream starting at once) would keep
-            self.errors_ms.append((end, out.elapsed_ms - out.predicted_ms))   # the margin high for ERROR_TTL_MS
-            self._follow_lateness(out.late)
-        ladder.note(self.stream, end, missed, chain, ledger.busy_share(), cloud_ms)
+        if shed:
+            self.frames_shed += 1
+            out.shed = "; ".join(f"frame skipped whole: {f.detail}" for f in shed)
+        out.budget_ms = max(f.decision.period_ms for f in taken or shed)
+        if taken:
+            self.frames_rescued += any(f.lean for f in taken)
+            out.elapsed_ms = self.rt.now_ms() - start
+            out.late = out.elapsed_ms > out.budget_ms
+            predicted = [f.decision.predicted_ms for f in taken if not math.isnan(f.decision.predicted_ms)]
+            if predicted:
+                out.predicted_ms = max(predicted) - start
+                self.all_errors_ms.append(out.elapsed_ms - out.predicted_ms)
         return out
 
-    @property
-    def ladder(self) -> RateLadder:
-        """The runtime's rate ladder (shared by every Pipelines on it)."""
-        lad = _LADDERS.get(self.rt)
-        if lad is None:
-            lad = _LADDERS.setdefault(self.rt, RateLadder())
-        return lad
+    def _open(self, fps: float) -> dict[str, edgert.Stream]:
+        """Its streams on the runtime, opened at ``fps`` on the first timed frame (the names made unique there)."""
+        with self._open_lock:
+            if not self._streams:
+                for part in self.runs:
+                    base = (self._base if len(self.runs) == 1 else f"{self._base}/{part}") if self._base else part
+                    self._streams[part] = _open_unique(self.rt, base, fps, self.levels[part])
+                if len(self.runs) == 1:
+                    self.stream = next(iter(self._streams.values())).name
+            return self._streams
 
-    def _run(self, frame: np.ndarray, out: FrameResult, deadline_ms: float | None, ledger: Ledger | None,
-             lean: bool, where: tuple[str, ...] | None = None) -> FrameResult:
-        """Submit the enabled streams' stages on ``frame`` inside one runtime frame of ``deadline_ms`` (None:
-        none), on the processors ``where`` (None: any), priced by ``ledger``'s budget when given, and wait."""
+    def close(self) -> None:
+        """Close its streams on the runtime (also done when it is garbage-collected)."""
+        self._closer()
+
+    def __enter__(self) -> Pipelines:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _part(self, name: str) -> Any:
+        return {"hands": self.hands, "face": self.faces, "pose": self.pose, "segmentation": self.segmenter}[name]
+
+    def _start(self, part: str, frame: np.ndarray, run: Runner, out: FrameResult, masks: list[np.ndarray]) -> None:
+        """Submit stream ``part``'s stages on ``frame``."""
+        if part == "segmentation":
+            self.segmenter.start(frame, run, masks)   # type: ignore[union-attr]  # (it runs segmentation)
+        else:
+            found = {"hands": out.hands, "face": out.faces, "pose": out.poses}[part]
+            self._part(part).start(frame, run, found)
+
+    def _shed(self, part: str, run: Runner, why: str) -> None:
+        """Stream ``part``'s frame was not taken: nothing of it is submitted; tracked regions go on unlooked-at."""
+        if part == "segmentation":
+            run.shed("segmentation", why)
+        else:
+            self._part(part).shed(run, why)
+
+    def _run_plain(self, frame: np.ndarray, out: FrameResult, deadline_ms: float | None) -> FrameResult:
+        """Every enabled stream's stages on ``frame``, inside one runtime frame of ``deadline_ms`` (None: none), and
+        wait (no stream controller: every stage runs)."""
         masks: list[np.ndarray] = []
-        ctx = (self.rt.frame(deadline_ms, priority=self.priority, processors=where) if deadline_ms is not None
+        ctx = (self.rt.frame(deadline_ms, priority=self.priority) if deadline_ms is not None
                else contextlib.nullcontext())
-        with ctx as f:
-            budget = (FrameBudget(ledger, f.deadline_ms, lean=lean, priority=self.priority,
-                                  strained=self.ladder.strained(self.rt.now_ms()))
-                      if ledger is not None and f is not None else None)
-            run = Runner(budget)
-            if self.segmenter is not None:
-                self.segmenter.start(frame, run, masks)
-            if self.hands is not None:
-                self.hands.start(frame, run, out.hands)
-            if self.faces is not None:
-                self.faces.start(frame, run, out.faces)
-            if self.pose is not None:
-                self.pose.start(frame, run, out.poses)
+        with ctx:
+            run = Runner()
+            for part in self.runs:
+                self._start(part, frame, run, out, masks)
             out.stages = run.run()
         out.mask = masks[0] if masks else None
         return out
@@ -281,92 +281,23 @@ class Pipelines:
     def _trackers(self) -> list[DetectAndTrack[Any]]:
         return [t for t in (self.hands, self.faces, self.pose) if t is not None]
 
-    def _admission(self, budget: FrameBudget) -> tuple[str, float, float, bool]:
-        """This frame's cascades priced as one job at their cheapest variants: (why it is skipped whole, "" when
-        admitted; its predicted finish, runtime ms; its chain's expected ms; whether it runs lean).
+    def streams(self) -> dict[str, edgert.Stream]:
+        """Its runtime streams by the part they run (empty before its first timed frame)."""
+        with self._open_lock:
+            return dict(self._streams)
 
-        The predicted finish (:meth:`FrameBudget.finish_ms`: after the work running and queued beside it that
-        runs first, spread over the workers, then the chain: the longest cascade plus the rest of its work
-        spread over the workers) plus a high quantile of this stream's recent prediction errors must be within
-        the deadline; a result served late is wasted work and a stale overlay, so a frame expected late is
-        not started. A stream below critical is also skipped when its work would take the work admitted over
-        the last frame span past the workers' capacity less the room its critical peers' frames need
-        (``budget.over_capacity``), the costliest frames first. After ``MAX_SHED_STREAK`` skips in a row a
-        stream skipped as predicted late runs one frame lean (a probe), so that its models' estimates and its
-        prediction errors stay measured."""
-        parts = [t.required_ms(budget) for t in self._trackers()]
-        if self.segmenter is not None:
-            c = budget.cost_ms([segmentation.MODEL])
-            parts.append((c, c))
-        if not parts:
-            return "", budget.start_ms, 0.0, False
-        work, path = sum(w for w, _ in parts), max(p for _, p in parts)
-        chain = path + (work - path) / budget.ledger.workers
-        span = budget.deadline_ms - budget.start_ms
-        margin = self._error_margin_ms(budget.start_ms)
-        predicted = budget.ledger.finish_ms(chain, budget.deadline_ms, self.priority)
-        reserved = 0.0 if self.priority == "critical" else self._critical_reserve(span)
-        kind, why = skip_reason(span, chain, predicted - budget.start_ms, margin, budget.over_capacity(work, reserved))
-        budget.ledger.offer(work)
-        if why and (self._shed_streak < MAX_SHED_STREAK or kind == "over capacity"):
-            self._shed_streak += 1
-            self.frames_shed_by[kind] += 1
-            return f"frame skipped whole: {why}", predicted, chain, False
-        self._shed_streak = 0
-        self.frames_rescued += bool(why)
-        budget.ledger.admit(work)
-        return "", predicted, chain, bool(why)
+    def rung_fps(self) -> float | None:
+        """The rate its (first) stream runs at now (fps), None before its first timed frame."""
+        s = next(iter(self.streams().values()), None)
+        return s.rung_fps if s is not None else None
 
-    def _cloud_ms(self) -> float | None:
-        """The expected ms of this frame's longest cascade on the cloud worker (full models), or None: no cloud
-        worker, or a model it has not measured."""
-        if "cloud" not in self.rt.processors:
-            return None
-        runs = [("hands", self.hands), ("faces", self.faces), ("poses", self.pose), ("segmentation", self.segmenter)]
-        exp = self.rt.estimator.expected_ms
-        chains: list[float] = []
-        for name, part in runs:
-            ms = [exp(m, "cloud") for m in CASCADES[name][:2]] if part is not None else []
-            if any(v is None for v in ms):
-                return None
-            chains.append(sum(v for v in ms if v is not None))
-        return max(chains, default=None)
-
-    def _cloud_admission(self, budget: FrameBudget, cloud_ms: float | None) -> tuple[str, float, float | None, bool]:
-        """A frame of a stream its ladder sent to the cloud: skipped when its cascade's expected ms there, plus its
-        recent prediction error, is after its deadline; (why, predicted finish, None: no local chain, lean)."""
-        span = budget.deadline_ms - budget.start_ms
-        chain = cloud_ms if cloud_ms is not None else float("inf")
-        _, why = skip_reason(span, chain, chain, self._error_margin_ms(budget.start_ms))
-        return (f"frame skipped whole (on the cloud): {why}" if why else ""), budget.start_ms + chain, None, False
-
-    def _follow_lateness(self, late: bool) -> None:
-        """Move the margin's quantile after an admitted frame: up when it came late, a little down when not."""
-        step = QUANTILE_STEP if late else -QUANTILE_STEP * LATE_TARGET / (1.0 - LATE_TARGET)
-        self.margin_quantile = min(QUANTILE_RANGE[1], max(QUANTILE_RANGE[0], self.margin_quantile + step))
-
-    def _error_margin_ms(self, now_ms: float) -> float:
-        """A quantile (:attr:`margin_quantile`, from :data:`ERROR_QUANTILE` by level) of this stream's finish-time prediction errors of the last
-        :data:`ERROR_TTL_MS` (ms, at least 0; 0 with fewer than 4 of them)."""
-        q = self.errors_ms
-        while q and q[0][0] < now_ms - ERROR_TTL_MS:
-            q.popleft()
-        if len(q) < 4:
-            return 0.0
-        return max(0.0, float(np.quantile([e for _, e in q], self.margin_quantile)))
-
-    def _critical_reserve(self, span_ms: float) -> float:
-        """Expected work (ms) the critical streams on this runtime's ladder need over ``span_ms``: the room
-        kept for them (``SCHED_DEADLINE``'s reservation: their chain per period)."""
-        return sum(s.chain_ms * span_ms / s.period_ms for s in self.ladder.streams.values()
-                   if s.priority == "critical" and s.name != self.stream)
-
-    def _shed(self, run: Runner, why: str) -> None:
-        for t in self._trackers():
-            t.shed(run, why)
-        if self.segmenter is not None:
-            run.shed("segmentation", why)
-        self.frames_shed += 1
+    def steps(self) -> list[dict[str, Any]]:
+        """Its streams' latest rate steps: ``t_ms``, ``stream``, ``from_fps``, ``to_fps``, ``reason``."""
+        out = []
+        for s in self.streams().values():
+            out += [{"t_ms": st["at_ms"], "stream": s.name, "from_fps": st["from_fps"], "to_fps": st["to_fps"],
+                     "reason": st["why"]} for st in s.stats()["steps"]]
+        return sorted(out, key=lambda st: st["t_ms"])
 
     def reset(self) -> None:
         """Forget everything tracked (e.g. on a scene cut)."""
@@ -382,18 +313,41 @@ class Pipelines:
                 if t is not None}
 
     def elastic_counts(self) -> dict[str, Any]:
-        """What the frames' budgets decided: ``frames_shed`` (whole frames), ``frames_rescued`` (run lean with a
-        longer deadline, see :meth:`_admission`), ``optional_skipped`` (optional
-        detector runs skipped, by reason) and ``variants`` (requests per model variant)."""
+        """What its streams' frames came to: ``frames_shed`` (whole frames not taken, the ladder's rate aside),
+        ``frames_shed_by`` (by reason code, ``scheduler.streams.REASONS``), ``frames_rescued`` (taken lean after a
+        run of skips), ``optional_skipped`` (optional detector runs skipped, by reason), ``variants`` (requests per
+        model variant), ``priority`` and ``finish_error_ms`` (the controller's finish-time prediction error)."""
         skipped: Counter[str] = Counter()
         variants: Counter[str] = Counter()
         for t in self._trackers():
             skipped.update(t.optional_skipped)
             variants.update(t.variant_runs)
+        shed_by: Counter[str] = Counter()
+        for s in self.streams().values():
+            shed_by.update({k: n for k, n in s.stats()["frames_shed_by"].items() if k != "rate"})
         return {"frames_shed": self.frames_shed, "frames_rescued": self.frames_rescued,
-                "frames_shed_by": dict(self.frames_shed_by), "optional_skipped": dict(skipped),
+                "frames_shed_by": dict(shed_by), "optional_skipped": dict(skipped),
                 "variants": dict(variants), "priority": self.priority,
                 "finish_error_ms": error_summary(self.all_errors_ms)}
+
+
+def _open_unique(rt: edgert.Runtime, base: str, fps: float, priority: str) -> edgert.Stream:
+    """``rt.stream`` named ``base``, else ``base@2``, ``base@3`` … (the first not open)."""
+    k = 1
+    while True:
+        name = base if k == 1 else f"{base}@{k}"
+        if name not in rt.streams:
+            try:
+                return rt.stream(name, fps, priority=priority)
+            except edgert.ConfigError:
+                if name not in rt.streams:   # not a name taken meanwhile by another thread: a real error
+                    raise
+        k += 1
+
+
+def _close_streams(streams: dict[str, edgert.Stream]) -> None:
+    for s in streams.values():
+        s.close()
 
 
 def error_summary(errors_ms: list[float]) -> dict[str, float | int]:
@@ -405,15 +359,16 @@ def error_summary(errors_ms: list[float]) -> dict[str, float | int]:
             "p50": round(float(np.percentile(e, 50)), 2), "p90": round(float(np.percentile(e, 90)), 2)}
 
 
-def stream_priority(priority: str | dict[str, str], streams: list[str]) -> str:
-    """The level a Pipelines running ``streams`` takes from ``priority=``: the level, or the highest of the
-    dict's levels for those streams (``normal`` for a stream it does not name).
+def stream_levels(priority: str | dict[str, str], streams: list[str]) -> dict[str, str]:
+    """Each of ``streams``' level from ``priority=``: the one level for all, or the dict's (``normal`` for a stream
+    it does not name).
 
     Raises:
         edgert.ConfigError: an unknown level, or a dict key that is not a stream name ("did you mean …").
     """
     if isinstance(priority, str):
-        return check_priority(priority)
+        level = check_priority(priority)
+        return {s: level for s in streams}
     if not isinstance(priority, dict):
         raise edgert.ConfigError(f"priority must be a level ({', '.join(PRIORITIES)}) or a dict by stream "
                                  f"such as {{'hands': 'critical'}}, got {type(priority).__name__}")
@@ -421,8 +376,7 @@ def stream_priority(priority: str | dict[str, str], streams: list[str]) -> str:
         if name not in STREAM_NAMES:
             raise did_you_mean("stream", str(name), STREAM_NAMES)
         check_priority(level, f"priority of stream {name!r}")
-    levels = [priority.get(s, DEFAULT_PRIORITY) for s in streams] or [DEFAULT_PRIORITY]
-    return min(levels, key=RANK.__getitem__)
+    return {s: priority.get(s, DEFAULT_PRIORITY) for s in streams}
 
 
 def urgent_workers_for(priority: str | dict[str, str] | None) -> int:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 
 import edgert
-from apps.xr.budget import FrameBudget
 
 
 @dataclass(slots=True)
@@ -30,7 +29,7 @@ class StageInfo:
         runs: requests submitted (one per hand / face / eye).
         error: ``"ValueError: …"`` when code of ours on this stage raised (the first such), else "".
         model: the model (variant) the stage's last request ran ("" when none ran).
-        reason: why the stage did not run, when it was skipped by the frame's budget (an optional
+        reason: why the stage did not run, when its stream's frame said so (an optional
             stage without time or spare capacity, or a whole frame shed); "" otherwise.
     """
 
@@ -67,15 +66,19 @@ class Runner:
 
     Continuations may submit further stages (``after=`` the result they got), so independent
     streams overlap on the runtime's workers while each cascade keeps its order.
+
+    :attr:`frame` is the stream frame (``edgert.StreamFrame``) of the stage being submitted, or None outside
+    streams: a stage asks it whether optional work has room and which variant fits. A continuation sees the
+    frame of the request it continues.
     """
 
-    def __init__(self, budget: FrameBudget | None = None) -> None:
+    def __init__(self) -> None:
         self.stages: dict[str, StageInfo] = {}
-        self.budget = budget
-        self._pending: dict[Future[edgert.Result], tuple[str, OnDone]] = {}
+        self.frame: edgert.StreamFrame | None = None
+        self._pending: dict[Future[edgert.Result], tuple[str, OnDone, edgert.StreamFrame | None]] = {}
 
     def skip(self, stage: str, reason: str = "") -> None:
-        """Record that ``stage`` did not run on this frame (unless it already did), and why if a budget said so."""
+        """Record that ``stage`` did not run on this frame (unless it already did), and why if its frame said so."""
         info = self.stages.setdefault(stage, StageInfo())
         if reason and not info.ran:
             info.reason = reason
@@ -89,9 +92,7 @@ class Runner:
                after: edgert.Result | None = None) -> None:
         """Submit ``x`` to ``model`` as ``stage``; ``then(result)`` runs when it finishes."""
         fut = model.submit(x, after=after)
-        if self.budget is not None:
-            self.budget.ledger.track(fut, model.name, self.budget.deadline_ms, self.budget.priority)
-        self._pending[fut] = (stage, then)
+        self._pending[fut] = (stage, then, self.frame)
 
     def _note(self, stage: str, res: edgert.Result) -> None:
         info = self.stages.setdefault(stage, StageInfo())
@@ -118,7 +119,7 @@ class Runner:
         while self._pending:
             done, _ = wait(list(self._pending), return_when=FIRST_COMPLETED)
             for fut in done:
-                stage, then = self._pending.pop(fut)
+                stage, then, self.frame = self._pending.pop(fut)
                 try:
                     res = fut.result()
                     self._note(stage, res)

@@ -28,7 +28,6 @@ import numpy as np
 
 import edgert
 from apps.xr import roi
-from apps.xr.budget import FrameBudget
 from apps.xr.stages import Runner, outputs
 
 ASSOCIATION_MIN = 0.5   # AssociationNormRectCalculator min_similarity_threshold
@@ -93,16 +92,6 @@ class DetectAndTrack(Generic[T]):
         self._frames += 1
         return tracked
 
-    def required_ms(self, budget: FrameBudget) -> tuple[float, float]:
-        """(work, critical path) in expected ms of this frame's required stages at their cheapest variants:
-        a landmark chain per tracked region, or the detector and one landmark chain when none is tracked."""
-        chain = budget.cost_ms(self._landmark_chain(cheapest=True))
-        n = len(self._rois) if self.tracking else 0
-        if n:
-            return n * chain, chain
-        det = min(budget.ledger.cost_ms(m.name) for m in self.detectors)
-        return det + chain, det + chain
-
     def shed(self, run: Runner, reason: str) -> None:
         """Shed this frame whole: nothing is submitted; tracked regions go on unlooked-at (:meth:`_unseen`)."""
         for r in self._begin():
@@ -112,7 +101,7 @@ class DetectAndTrack(Generic[T]):
     def start(self, frame: np.ndarray, run: Runner, found: list[T]) -> None:
         """Submit this frame's requests; what the landmark stages find is appended to ``found``.
 
-        With a budget (``run.budget``), a detector run while some regions are tracked is optional (the
+        In a stream frame (``run.frame``), a detector run while some regions are tracked is optional (the
         search for one more instance): it runs only when the frame has time and the workers spare
         capacity for it (after this frame's required landmark requests are counted), else it is skipped
         with the reason; and the detector's variant is the most accurate that fits the frame.
@@ -127,12 +116,12 @@ class DetectAndTrack(Generic[T]):
             run.skip(self.detector_stage)
             return
         detector = self.detector
-        if run.budget is not None:
-            downstream = run.budget.cost_ms(self._landmark_chain(cheapest=True))
+        if run.frame is not None:
+            downstream = run.frame.expected_ms(self._landmark_chain(cheapest=True))
             if tracked:
-                cheapest = min(run.budget.ledger.cost_ms(m.name) for m in self.detectors)
-                why = run.budget.optional(cheapest + downstream)
-                if why is not None:
+                cheapest = min(run.frame.expected_ms([m.name]) for m in self.detectors)
+                why = run.frame.spare(cheapest + downstream)
+                if why:
                     self.detector_skipped += 1
                     self.optional_skipped[why.split(":")[0]] += 1
                     run.skip(self.detector_stage, f"optional search skipped: {why}")
@@ -144,11 +133,18 @@ class DetectAndTrack(Generic[T]):
                    lambda res: self._on_detections(frame, res, tracked, run, found))
 
     def _pick(self, run: Runner, variants: list[edgert.Model], downstream_ms: float = 0.0) -> edgert.Model:
-        """The most accurate of ``variants`` that fits the frame's budget (the first without a budget)."""
-        if len(variants) == 1 or run.budget is None:
+        """The most accurate of ``variants`` that fits the stream frame (the first outside streams).
+
+        The last variant is the one the stage needs; a more accurate one is an upgrade, run as optional work: its
+        cost plus ``downstream_ms`` must have room (``run.frame.spare``), so that it never makes another stream's
+        required work late. Else the cheapest runs."""
+        f = run.frame
+        if len(variants) == 1 or f is None:
             return variants[0]
-        name = run.budget.pick([m.name for m in variants], downstream_ms)
-        return next(m for m in variants if m.name == name)
+        for m in variants[:-1]:
+            if not f.spare(f.expected_ms([m.name]) + downstream_ms):
+                return m
+        return min(variants, key=lambda m: f.expected_ms([m.name]))
 
     def _landmark(self, run: Runner, downstream_ms: float = 0.0) -> edgert.Model:
         """The landmark variant to submit now (counted in :attr:`variant_runs`)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(slots=True)
@@ -17,6 +18,9 @@ class Frame:
     priority: str | None = None
     #: the processors its requests may run on (``rt.frame(processors=)``); None: each model's own
     allowed: tuple[str, ...] | None = None
+    #: a stream frame's watch (``edgert._core._streams.FrameWatch``): its requests are counted and, when the frame
+    #: was not taken, dropped at once; None outside streams
+    watch: Any = None
     _keys: dict[str, int] = field(default_factory=dict, repr=False)
 
     def key(self, model: str) -> str:

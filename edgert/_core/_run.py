@@ -73,6 +73,8 @@ from edgert.errors import ConfigError, EdgeRTError, RequestDropped
 from scheduler.contract import OnBroken, apply, left_unplaced, processor_view, sweep_unplaced
 from scheduler.estimator import LatencyEstimator
 from scheduler.priority import URGENT_LEVELS
+from scheduler.streams import WINDOW_MS as BUSY_WINDOW_MS
+from scheduler.streams import Backlog, Work
 from scheduler.types import Assignment, Policy, ProcessorView, RequestView, SchedulerView
 
 if TYPE_CHECKING:
@@ -108,7 +110,7 @@ class Request:
     ``pending`` map until placed, then by a worker's queue. Mutated only under the runtime lock."""
 
     __slots__ = ("id", "model", "feeds", "arrival_ms", "deadline_ms", "view", "future",
-                 "worker", "start_ms", "_key", "attempts", "frame", "result", "outputs")
+                 "worker", "start_ms", "_key", "attempts", "frame", "result", "outputs", "watch", "parent_id")
 
     def __init__(self, rid: int, model: LoadedModel, feeds: list[np.ndarray], arrival_ms: float,
                  deadline_ms: float, view: RequestView, key: str | None, frame: int = -1) -> None:
@@ -128,6 +130,10 @@ class Request:
         self._key = key   # None: its default, made when asked (a sync call's request seldom is)
         self.attempts = 0
         self.frame = frame
+        #: its stream frame's watch (``edgert._core._streams.FrameWatch``), told when it ends; None outside streams
+        self.watch: Any = None
+        #: its cascade parent's id within a stream frame (None: a root)
+        self.parent_id: int | None = None
 
     @property
     def trace_id(self) -> str:
@@ -191,6 +197,7 @@ class Dispatcher:
         self._resolver: ResolverThread | None = None
         self.thread_priority = ThreadPriority()   # whether workers run a request at its level's niceness
         self._not_urgent: tuple[str, ...] | None = None   # with urgent lanes: every other worker's name
+        self._runs: deque[tuple[float, float]] = deque()   # (end ms, run ms) of local runs over the busy window
 
     def now_ms(self) -> float:
         """The runtime clock: ms since the runtime started (monotonic)."""
@@ -223,11 +230,52 @@ class Dispatcher:
         """A frame from now, its deadline ``budget_ms`` later."""
         with self._lock:
             now = self.now_ms()
-            f = Frame(self._next_frame, now, now + budget_ms)
-            self._next_frame += 1
-            self._frames[f.index] = f
-            self._frames.pop(f.index - FRAMES_KEPT, None)
+            return self.new_frame_locked(now, now + budget_ms)
+
+    def new_frame_locked(self, t_ms: float, deadline_ms: float) -> Frame:
+        """A frame captured at ``t_ms`` and due by ``deadline_ms`` (absolute ms; the lock held)."""
+        f = Frame(self._next_frame, t_ms, deadline_ms)
+        self._next_frame += 1
+        self._frames[f.index] = f
+        self._frames.pop(f.index - FRAMES_KEPT, None)
         return f
+
+    # -- what the stream controller reads (scheduler.streams.Backlog) -----------------------
+    def backlog_locked(self, now: float) -> Backlog:
+        """The work this dispatcher holds at ``now`` (ms), as the stream controller reads it: every request pending,
+        queued or running with its expected run left, and the local workers' capacity and recent busy share (the
+        lock held)."""
+        exp = self.estimator.expected_ms
+        work = [Work(self.fastest_ms(r.model.name), r.deadline_ms, r.view.priority, False)
+                for r in self._pending.values()]
+        for w in self.workers:
+            if w.kind == "cloud":
+                continue
+            for r in w.queue:
+                work.append(Work(exp(r.model.name, w.name) or self.fastest_ms(r.model.name), r.deadline_ms,
+                                 r.view.priority, False))
+            for r in w.running:
+                left = (exp(r.model.name, w.name) or 0.0) - (now - r.start_ms)
+                work.append(Work(max(0.0, left), r.deadline_ms, r.view.priority, True))
+        local = [w for w in self.workers if w.kind != "cloud"]
+        lanes = sum(w.urgent for w in local)
+        return Backlog(now, max(1, len(local) - lanes), lanes, self.busy_share_locked(now), tuple(work),
+                       len(local) < len(self.workers))
+
+    def busy_share_locked(self, now: float) -> float:
+        """The local workers' (urgent lanes aside) busy share over the last ``scheduler.streams.WINDOW_MS``: run ms
+        ended in that window over the window times those workers (more than 1 when the lanes helped)."""
+        runs = self._runs
+        while runs and runs[0][0] < now - BUSY_WINDOW_MS:
+            runs.popleft()
+        workers = max(1, sum(w.kind != "cloud" and not w.urgent for w in self.workers))
+        return sum(ms for _, ms in runs) / (BUSY_WINDOW_MS * workers)
+
+    def fastest_ms(self, model: str, unknown_ms: float = 0.0) -> float:
+        """Expected ms of ``model`` on its fastest worker (``unknown_ms`` before any is known)."""
+        exp = self.estimator.expected_ms
+        vals = [v for w in self.workers if (v := exp(model, w.name)) is not None]
+        return min(vals) if vals else unknown_ms
 
     # -- 1. admit ---------------------------------------------------------------------------
     def checked(self, m: LoadedModel, inputs: Any, after: Any = None) -> tuple[list[np.ndarray], Result | None]:
@@ -251,7 +299,9 @@ class Dispatcher:
         with self._lock:
             now = self.now_ms()
             req = self._admit_locked(m, feeds, None, now)
-            if len(self._pending) == 1 and self.decider.all_idle(now):
+            if not self._taken_locked(req, now):
+                inline = False
+            elif len(self._pending) == 1 and self.decider.all_idle(now):
                 inline = self.decider.lone(req, now)
             else:
                 self.decider.decide(now, wake=False)
@@ -282,6 +332,8 @@ class Dispatcher:
             if self._stopping:   # a cascade stage submitted by a callback while closing: dropped, not raised
                 del self._pending[req.id]
                 self.ends.drop(req, "the runtime closed before it ran", now)
+            elif not self._taken_locked(req, now):
+                pass
             else:
                 self.decider.decide(now)
             w = req.worker   # handed to a thread waiting for work (not this worker's own next stage)?
@@ -296,6 +348,16 @@ class Dispatcher:
         if handed:
             wait_started(req)
         return fut
+
+    def _taken_locked(self, req: Request, now: float) -> bool:
+        """Whether ``req`` may run: False, and it ended ``dropped`` with the frame's reason, when it belongs to a
+        stream frame that was not taken."""
+        watch = req.watch
+        if watch is None or watch.taken:
+            return True
+        del self._pending[req.id]
+        self.ends.drop(req, watch.drop_reason, now)
+        return False
 
     def _admit_locked(self, m: LoadedModel, feeds: list[np.ndarray], parent: Result | None, now: float) -> Request:
         """A new pending request of ``m``; its deadline its frame's, else its parent's, else ``now`` + the SLO."""
@@ -317,23 +379,20 @@ class Dispatcher:
         else:
             deadline = now + m.slo_ms if m.slo_ms is not None else math.inf
         frame = f.index if f is not None else -1
-        downstream = sum(self._fastest_ms(n) for n in m.then) if m.then else 0.0
+        downstream = sum(self.fastest_ms(n) for n in m.then) if m.then else 0.0
         priority = f.priority if f is not None and f.priority is not None else m.priority
         allowed = f.allowed if f is not None and f.allowed is not None else m.allowed
         if self._not_urgent is not None and priority not in URGENT_LEVELS:   # the urgent lanes are not its
             allowed = self._not_urgent if allowed is None else tuple(p for p in allowed if p in self._not_urgent)
         view = RequestView(rid, m.name, now, deadline, stream, frame, downstream, allowed, priority)
         req = Request(rid, m, feeds, now, deadline, view, key, frame)
+        if f is not None and f.watch is not None:
+            f.watch.opened(req, parent.id if parent is not None else None)
         self._pending[rid] = req
         self.ends.inflight += 1
         if self.trace is not None:
             self.trace.request(t_trace, m.name, deadline, req.trace_id, after_key, priority)
         return req
-
-    def _fastest_ms(self, model: str) -> float:
-        exp = self.estimator.expected_ms
-        vals = [v for w in self.workers if (v := exp(model, w.name)) is not None]
-        return min(vals) if vals else 0.0
 
     # -- 3. queue, 4. run -------------------------------------------------------------------
     def _loop(self, w: Worker) -> None:
@@ -450,6 +509,8 @@ class Dispatcher:
         """``req`` ran on ``w`` until ``end``: its latency into the estimator, its end recorded; its outputs. With
         ``make_result`` False (a sync caller's request that ran on its thread, no trace) no Result is made."""
         self._observe(req.model.name, w, end - req.start_ms)
+        if w.kind != "cloud":
+            self._runs.append((end, end - req.start_ms))
         status = OK if end <= req.deadline_ms else LATE
         outputs = dict(zip(req.model.output_names, outs))
         if make_result:
@@ -822,6 +883,8 @@ class Ends:
         if len(fresh) >= FOLD_EVERY:
             self.fold()
         self.inflight -= 1
+        if req.watch is not None:   # a stream frame's request: the frame may end with it
+            req.watch.request_ended(req, status, end_ms)
         if not self.inflight and self.closing:   # only close() waits for it
             self._idle.notify_all()
 
@@ -967,3 +1030,23 @@ class ResolverThread:
                 self._work(item)
             except Exception as exc:  # noqa: BLE001 - this thread must not die: a bug of ours, logged
                 bug_log.error("resolving %d request(s) raised", len(item.done) + (item.ran is not None), exc_info=exc)
+                fail_unresolved(item, exc)
+
+
+def fail_unresolved(item: Handed, exc: Exception) -> None:
+    """After ``exc`` broke the resolution of ``item``: every request it held whose future is not yet resolved fails
+    with the reason, so that no caller waits forever (a request already resolved keeps its result)."""
+    held = [req for req, _ in item.done] + ([item.ran.req] if item.ran is not None else [])
+    for req in held:
+        fut = req.future
+        if fut is None or fut.done():
+            continue
+        err = EdgeRTError(f"edgert failed resolving request {req.id} ({req.model.name!r}): {exc!r} "
+                          "(a bug of edgert's: see the edgert.bug log)")
+        err.__cause__ = exc
+        res = req.failed(err, req.arrival_ms if math.isnan(req.start_ms) else req.start_ms)
+        req.result = res
+        try:
+            fut.set_result(res)
+        except InvalidStateError:   # resolved or cancelled meanwhile
+            pass

@@ -19,7 +19,7 @@ caller's own thread, skipping two thread hand-offs.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ from edgert._core._model import LoadedModel, Model, artifacts_of
 from edgert._core._records import RecordBuffer, records_capacity
 from edgert._power import PowerCounters, power_counters
 from edgert._core._stats import ModelStats
+from edgert._core._streams import Stream, Streams
 from edgert._core._thread_priority import ThreadPriority
 from edgert._core._trace import TraceWriter
 from edgert._core._run import make_workers
@@ -122,6 +123,7 @@ class Runtime:
                    else f"delegates={delegates!r} left no available delegate")
             raise ConfigError(f"no processor to run on: {why} (see `edgert devices`)")
         d.start(workers)
+        self._streams = Streams(d)
         power_counters()   # says once per process whether this host has a power counter, and why not
 
     # -- public API --------------------------------------------------------------------
@@ -276,6 +278,36 @@ class Runtime:
                 yield f
         finally:
             current_frame.reset(tok)
+
+    def stream(self, name: str, fps: float, *, priority: str = "normal", rates: Sequence[float] | None = None,
+               offload: bool | None = None, max_in_flight: int = 1) -> Stream:
+        """Open a stream: a periodic source of frames (a camera, a microphone) whose every frame runs a chain of
+        requests, under the runtime's overload controller (:mod:`scheduler.streams`; ``docs/streams.md``).
+
+        ``with s.frame() as f:`` offers a frame; the runtime decides whether it is taken (``f.taken``, ``f.reason``),
+        at which rate the stream runs (``s.rung_fps``) and where its work goes. Requests submitted inside a frame
+        inherit its deadline (``f.deadline_ms``: its capture time plus the period at the stream's rung), priority
+        and stream. The stream learns its chain's cost from its own frames.
+
+        Args:
+            name: unique among the open streams (:attr:`streams`).
+            fps: its nominal rate (frames per second).
+            priority: ``critical``, ``high``, ``normal`` (default) or ``low``: under overload the lowest gives way
+                first; a critical stream keeps its rate while a lower one can still yield.
+            rates: the ladder's rungs in fps, nominal first and falling (None: ``fps`` × 1, 2/3, 1/2, 1/3).
+            offload: None: the cloud worker, when the runtime has one, is the ladder's last rung; False: never.
+            max_in_flight: frames of this stream running at once (MediaPipe's FlowLimiter); one offered while
+                that many run is not taken (reason ``in_flight``).
+
+        Raises:
+            ConfigError: a bad argument (naming it and what to pass), or a stream of that name already open.
+        """
+        return self._streams.add(name, fps, priority, rates, offload, max_in_flight)
+
+    @property
+    def streams(self) -> Mapping[str, Stream]:
+        """The open streams by name (read-only)."""
+        return self._streams.view
 
     def stats(self) -> dict[str, dict[str, Any]]:
         """Per model: requests, ok, late, dropped, failed, p50_ms, p99_ms, slo_met_rate, by_processor."""

@@ -23,8 +23,7 @@ import os
 import threading
 from collections.abc import Iterator
 
-#: niceness relative to the process's own, by level (negative: more CPU when the cores are contended)
-NICENESS: dict[str, int] = {"critical": -10, "high": -5, "normal": 0, "low": 0}
+from scheduler.priority import NICENESS
 
 _log = logging.getLogger("edgert")
 
@@ -40,6 +39,7 @@ class ThreadPriority:
         supported = hasattr(os, "setpriority") and hasattr(threading, "get_native_id")
         self.enabled = enabled and supported
         self._lock = threading.Lock()
+        self._caller = threading.local()   # .offset: the niceness offset a frame block holds on this thread
         self.state = ("on: critical runs at niceness -10, high at -5 (relative to the process)" if self.enabled
                       else "off (thread_priority=False)" if supported
                       else "off: this OS has no per-thread niceness (os.setpriority)")
@@ -69,17 +69,20 @@ class ThreadPriority:
         """The calling thread at ``level``'s niceness (relative to its own) for the block, then back: a critical
         frame's own pre- and post-processing (``rt.frame(priority=)``) runs as its requests do."""
         off = NICENESS.get(level or "normal", 0) if self.enabled else 0
-        if not off:
+        held = getattr(self._caller, "offset", 0)   # a frame around this one already lowered it
+        if off >= held:   # no more important than the frame it is in (or nothing to do): nothing compounds
             yield
             return
         tid = threading.get_native_id()
         before = os.getpriority(os.PRIO_PROCESS, tid)
-        if not self.set(tid, before + off):
+        if not self.set(tid, before - held + off):   # from the thread's own niceness, not the lowered one
             yield
             return
+        self._caller.offset = off
         try:
             yield
         finally:
+            self._caller.offset = held
             self.set(tid, before)   # back up: always allowed
 
 

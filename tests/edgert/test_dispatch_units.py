@@ -140,8 +140,8 @@ def test_a_request_with_a_busy_processor_waits_and_the_next_is_still_looked_at()
 
 def test_the_fastest_time_for_a_model_nothing_has_estimated_is_zero() -> None:
     d = _dispatcher({"m": {"gpu": 4.0, "cpu0": 9.0}}, ("gpu", "gpu", 1), ("cpu0", "cpu", 1))
-    assert d._fastest_ms("m") == 4.0
-    assert d._fastest_ms("x") == 0.0
+    assert d.fastest_ms("m") == 4.0
+    assert d.fastest_ms("x") == 0.0
 
 
 # -- a fault on an accelerator --

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 EXPORTS = {
     "ConfigError", "DelegateUnavailable", "EdgeRTError", "Frame", "InferenceError", "InputError", "Model",
-    "ModelLoadError", "OffloadError", "RequestDropped", "Result", "Runtime", "TraceError", "__version__",
+    "ModelLoadError", "OffloadError", "RequestDropped", "Result", "Runtime", "Stream", "StreamFrame", "TraceError", "__version__",
     "errors", "models",
 }
 
@@ -36,7 +36,7 @@ def test_error_classes_print_their_public_path() -> None:
 
 
 def test_public_classes_print_their_public_path() -> None:
-    for name in ("Frame", "Model", "Result", "Runtime"):
+    for name in ("Frame", "Model", "Result", "Runtime", "Stream", "StreamFrame"):
         cls = getattr(edgert, name)
         assert cls.__module__ == "edgert" and f"{cls.__module__}.{cls.__qualname__}" == f"edgert.{name}"
 

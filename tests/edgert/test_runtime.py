@@ -278,8 +278,8 @@ def test_duplicate_name_and_public_exports(rt, model_dir):
         rt.load(model_dir / "tiny.tflite")
     assert set(edgert.__all__) == {
         "ConfigError", "DelegateUnavailable", "EdgeRTError", "Frame", "InferenceError", "InputError", "Model",
-        "ModelLoadError", "OffloadError", "RequestDropped", "Result", "Runtime", "TraceError", "__version__",
-        "errors", "models"}
+        "ModelLoadError", "OffloadError", "RequestDropped", "Result", "Runtime", "Stream", "StreamFrame", "TraceError",
+        "__version__", "errors", "models"}
 
 
 def test_profile_seeds_the_estimator_only_where_a_session_exists(tmp_path, model_dir):

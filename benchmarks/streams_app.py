@@ -1,0 +1,305 @@
+"""An app with its own models under overload: edgert's streams (``rt.stream``) beside plain threads, side by side.
+
+The app is not built on ``apps.xr``: five streams of real models, written only against the streams API
+(``docs/streams.md``), each frame a chain of requests:
+
+=============  =====  ========  ==================================================================
+stream         fps    level     chain
+=============  =====  ========  ==================================================================
+hands          30     critical  palm_detection_full → hand_landmark_full (LiteRT, MediaPipe's)
+face           30     high      face_detection_short_range → face_landmark (LiteRT)
+pose           30     normal    pose_landmark_full (LiteRT)
+text           10     normal    a text-detector-sized ONNX CNN (1×3×320×320 → 1×1×80×80; generated)
+segmentation   15     low       selfie_segmentation (LiteRT)
+=============  =====  ========  ==================================================================
+
+Its peer is the same app on plain threads calling the backends directly (LiteRT's ``Interpreter``, ONNX
+Runtime's ``InferenceSession``, one thread each, as edgert's workers run them), one thread per stream that
+drops a frame while the previous one still runs (MediaPipe's FlowLimiter). Both get the same camera ticks
+(latest-frame pacing), the same inputs (crops of the moving sample scene) and the same models.
+
+Cells: ``hog1`` (one user beside a busy process), ``users2`` (two users, ten streams, idle host). Per
+stream and run: ``on time %`` (frames whose whole chain ended within the period it ran at, out of
+``seconds × fps`` expected) and ``late %`` (frames taken whose chain ended after their deadline, out of
+those taken); per cell the mean over streams, the median of the runs. ``--unprivileged`` runs edgert
+without ``CAP_SYS_NICE`` (``capsh --drop``; where it is missing the runtime reports thread priorities off).
+
+    python benchmarks/streams_app.py --cells hog1 users2 --runs 2 --seconds 10 [--unprivileged]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import edgert  # noqa: E402
+from _common import host_line  # noqa: E402
+from xr_users import _hog, load_frames  # noqa: E402
+
+#: stream -> (fps, level, models of its chain in order)
+APP: dict[str, tuple[float, str, tuple[str, ...]]] = {
+    "hands": (30.0, "critical", ("palm_detection_full", "hand_landmark_full")),
+    "face": (30.0, "high", ("face_detection_short_range", "face_landmark")),
+    "pose": (30.0, "normal", ("pose_landmark_full",)),
+    "text": (10.0, "normal", ("text_detector",)),
+    "segmentation": (15.0, "low", ("selfie_segmentation",)),
+}
+CELLS: dict[str, tuple[int, bool]] = {"hog1": (1, True), "users2": (2, False)}
+
+
+def text_detector(path: Path) -> Path:
+    """A text detector's size of ONNX CNN (EAST-like stem on 320×320, about 0.4 GFLOP), random weights."""
+    import onnx  # noqa: PLC0415
+    from onnx import TensorProto, helper, numpy_helper  # noqa: PLC0415
+
+    rng = np.random.default_rng(0)
+    layers = [(3, 16, 2), (16, 32, 2), (32, 64, 1), (64, 64, 1), (64, 64, 1), (64, 1, 1)]
+    nodes, inits, prev = [], [], "image"
+    for i, (cin, cout, stride) in enumerate(layers):
+        w = numpy_helper.from_array((rng.standard_normal((cout, cin, 3, 3)) * 0.1).astype(np.float32), f"w{i}")
+        inits.append(w)
+        nodes.append(helper.make_node("Conv", [prev, f"w{i}"], [f"c{i}"], strides=[stride, stride],
+                                      pads=[1, 1, 1, 1]))
+        prev = f"c{i}"
+        if i < len(layers) - 1:
+            nodes.append(helper.make_node("Relu", [prev], [f"r{i}"]))
+            prev = f"r{i}"
+    nodes.append(helper.make_node("Sigmoid", [prev], ["score"]))
+    graph = helper.make_graph(nodes, "text_detector",
+                              [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 320, 320])],
+                              [helper.make_tensor_value_info("score", TensorProto.FLOAT, [1, 1, 80, 80])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def model_files(tmp: Path) -> dict[str, Path]:
+    """Each model of the app by name."""
+    from apps.xr import assets  # noqa: PLC0415
+
+    paths = dict(assets.model_paths())
+    paths["text_detector"] = text_detector(tmp / "text_detector.onnx")
+    return paths
+
+
+def inputs_for(shape: tuple[int, ...], dtype: np.dtype, frame: np.ndarray) -> np.ndarray:
+    """The frame resized to a model's input (NHWC for LiteRT, NCHW for the ONNX detector), in [0, 1]."""
+    import cv2  # noqa: PLC0415
+
+    nchw = shape[1] == 3
+    h, w = (shape[2], shape[3]) if nchw else (shape[1], shape[2])
+    x = cv2.resize(frame.astype(np.float32) / 255.0 if frame.dtype == np.uint8 else frame, (w, h))
+    x = x.transpose(2, 0, 1) if nchw else x
+    return np.ascontiguousarray(x[None].astype(dtype))
+
+
+@dataclass
+class Tally:
+    """One stream's frames in one run."""
+
+    frames: int = 0
+    taken: int = 0
+    on_time: int = 0
+    late: int = 0
+
+
+@dataclass
+class Camera:
+    """The camera clock every stream thread of a run shares: ``t0`` (perf_counter s), set before they start."""
+
+    t0: float = 0.0
+
+
+def _paced(stop: threading.Event, fps: float, camera: Camera, offset_s: float, step) -> None:
+    """Call ``step(tick_s)`` on the camera ticks of a ``fps`` stream (latest-frame pacing: ticks missed while a
+    frame ran are skipped)."""
+    period = 1.0 / fps
+    t0 = camera.t0
+    k = 0
+    while not stop.is_set():
+        tick = t0 + offset_s + k * period
+        delay = tick - time.perf_counter()
+        if delay > 0 and stop.wait(delay):
+            return
+        step(tick)
+        k = max(k + 1, int((time.perf_counter() - t0 - offset_s) / period) + 1)
+
+
+def run_plain(files: dict[str, Path], frames: list[np.ndarray], users: int, seconds: float) -> dict[str, Tally]:
+    """The peer: one thread per stream calling LiteRT / ONNX Runtime directly; a frame while busy is dropped."""
+    import onnxruntime as ort  # noqa: PLC0415
+    from ai_edge_litert.interpreter import Interpreter  # noqa: PLC0415
+
+    def runner(name: str):
+        if files[name].suffix == ".onnx":
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = so.inter_op_num_threads = 1
+            sess = ort.InferenceSession(str(files[name]), so, providers=["CPUExecutionProvider"])
+            inp = sess.get_inputs()[0]
+            return (tuple(inp.shape), np.float32), lambda x: sess.run(None, {inp.name: x})
+        it = Interpreter(model_path=str(files[name]), num_threads=1)
+        it.allocate_tensors()
+        d = it.get_input_details()[0]
+
+        def call(x: np.ndarray) -> None:
+            it.set_tensor(d["index"], x)
+            it.invoke()
+        return (tuple(d["shape"]), d["dtype"]), call
+
+    tallies: dict[str, Tally] = {}
+    stop, camera = threading.Event(), Camera()
+    threads = []
+    for u in range(users):
+        for i, (stream, (fps, _, chain)) in enumerate(APP.items()):
+            name = stream if users == 1 else f"{stream}#{u}"
+            tally = tallies[name] = Tally()
+            calls = [runner(m) for m in chain]
+            feeds = [[inputs_for(shape, dt, f) for f in frames] for (shape, dt), _ in calls]
+
+            def step(tick: float, calls=calls, feeds=feeds, tally=tally, fps=fps) -> None:
+                k = int(tick * 30.0) % len(frames)
+                tally.frames += 1
+                tally.taken += 1
+                for (_, call), feed in zip(calls, feeds):
+                    call(feed[k])
+                done = time.perf_counter() - tick <= 1.0 / fps
+                tally.on_time += done
+                tally.late += not done
+            threads.append(threading.Thread(target=_paced, args=(stop, fps, camera, (i + u) / 150.0, step),
+                                            daemon=True))
+    _run_for(threads, stop, camera, seconds)
+    return tallies
+
+
+def _run_for(threads: list[threading.Thread], stop: threading.Event, camera: Camera, seconds: float) -> None:
+    """Start the stream threads on one camera clock for ``seconds``, then stop them and wait for them."""
+    camera.t0 = time.perf_counter() + 0.2
+    for t in threads:
+        t.start()
+    time.sleep(max(0.0, camera.t0 + seconds - time.perf_counter()))
+    stop.set()
+    for t in threads:
+        t.join()
+
+
+def run_edgert(files: dict[str, Path], frames: list[np.ndarray], users: int, seconds: float) -> tuple[dict[str, Tally], str]:
+    """edgert: the same app as runtime streams; the runtime takes or skips each frame and steps rates."""
+    tallies: dict[str, Tally] = {}
+    with edgert.Runtime(urgent_workers=1) as rt:
+        models = {m: rt.load(files[m], name=m) for _, _, chain in APP.values() for m in chain}
+        stop, camera = threading.Event(), Camera()
+        base_ms = rt.now_ms() - time.perf_counter() * 1e3   # perf_counter s -> runtime ms
+        threads, streams = [], []
+        for u in range(users):
+            for i, (stream, (fps, level, chain)) in enumerate(APP.items()):
+                name = stream if users == 1 else f"{stream}#{u}"
+                s = rt.stream(name, fps, priority=level)
+                streams.append(s)
+                tally = tallies[name] = Tally()
+                feeds = [[inputs_for(tuple(models[m].inputs[0].shape), np.dtype(models[m].inputs[0].dtype), f)
+                          for f in frames] for m in chain]
+
+                def step(tick: float, s=s, chain=chain, feeds=feeds, tally=tally) -> None:
+                    k = int(tick * 30.0) % len(frames)
+                    tally.frames += 1
+                    with s.frame(at_ms=base_ms + tick * 1e3) as f:
+                        if not f:
+                            return
+                        tally.taken += 1
+                        prev = None
+                        for m, feed in zip(chain, feeds):
+                            prev = models[m].submit(feed[k], after=prev).result()
+                    end_ms = rt.now_ms()
+                    ok = prev is not None and prev.status == "ok"
+                    tally.on_time += ok and end_ms <= f.deadline_ms
+                    tally.late += end_ms > f.deadline_ms
+                threads.append(threading.Thread(target=_paced, args=(stop, fps, camera, (i + u) / 150.0, step),
+                                                daemon=True))
+        _run_for(threads, stop, camera, seconds)
+        steps = sum(len(s.stats()["steps"]) for s in streams)
+        return tallies, f"thread priorities {rt.thread_priority}; {steps} rate steps"
+
+
+def cell(system: str, files: dict[str, Path], frames: list[np.ndarray], users: int, hog: bool,
+         seconds: float) -> tuple[dict[str, float], dict[str, float], str]:
+    """One run: per stream on-time % of expected and late % of taken, and a note."""
+    stop = mp.Event()
+    proc = mp.Process(target=_hog, args=(stop,), daemon=True) if hog else None
+    if proc is not None:
+        proc.start()
+    try:
+        if system == "plain":
+            tallies, note = run_plain(files, frames, users, seconds), ""
+        else:
+            tallies, note = run_edgert(files, frames, users, seconds)
+    finally:
+        if proc is not None:
+            stop.set()
+            proc.join()
+    fps = {n: APP[n.split("#")[0]][0] for n in tallies}
+    on = {n: 100.0 * t.on_time / (seconds * fps[n]) for n, t in tallies.items()}
+    late = {n: 100.0 * t.late / t.taken if t.taken else 0.0 for n, t in tallies.items()}
+    return on, late, note
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cells", nargs="+", default=list(CELLS), choices=list(CELLS))
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--systems", nargs="+", default=["plain", "edgert"], choices=["plain", "edgert"])
+    ap.add_argument("--unprivileged", action="store_true",
+                    help="run it again as a process without CAP_SYS_NICE (capsh --drop=cap_sys_nice)")
+    ap.add_argument("--no-privileged", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.unprivileged and os.geteuid() == 0:
+        cmd = ["capsh", "--drop=cap_sys_nice", "--", "-c",
+               " ".join([sys.executable, __file__, "--cells", *args.cells, "--runs", str(args.runs), "--seconds",
+                         str(args.seconds), "--systems", "edgert"])]
+        return subprocess.call(cmd)
+    frames = load_frames(None)[:60]
+    print(host_line(), f"; {args.seconds:.0f} s per run")
+    with tempfile.TemporaryDirectory() as tmp:
+        files = model_files(Path(tmp))
+        for name in args.cells:
+            users, hog = CELLS[name]
+            results: dict[str, list[tuple[dict[str, float], dict[str, float]]]] = {s: [] for s in args.systems}
+            for r in range(args.runs):
+                for system in args.systems:   # alternating, so both see the same host over the run
+                    on, late, note = cell(system, files, frames, users, hog, args.seconds)
+                    results[system].append((on, late))
+                    print(f"{name} run {r + 1} {system:7s} mean {statistics.fmean(on.values()):5.1f}  " +
+                          "  ".join(f"{n} {on[n]:.0f}/{late[n]:.0f}" for n in on) + (f"  ({note})" if note else ""),
+                          flush=True)
+            print(f"\n{name}: per stream, on time % (median of {args.runs} runs) / worst late % of those taken")
+            for system, runs in results.items():
+                streams = list(runs[0][0])
+                med = {n: statistics.median(r[0][n] for r in runs) for n in streams}
+                worst_late = {n: max(r[1][n] for r in runs) for n in streams}
+                means = [statistics.fmean(r[0].values()) for r in runs]
+                print(f"  {system:7s} mean {statistics.median(means):5.1f} (runs {', '.join(f'{m:.1f}' for m in means)}): " +
+                      ", ".join(f"{n} {med[n]:.1f}/{worst_late[n]:.1f}" for n in streams))
+            if set(results) == {"plain", "edgert"}:
+                mp_mean = statistics.median(statistics.fmean(r[0].values()) for r in results["plain"])
+                ed_mean = statistics.median(statistics.fmean(r[0].values()) for r in results["edgert"])
+                print(f"  edgert - plain: {ed_mean - mp_mean:+.1f} points (ratio {ed_mean / mp_mean:.2f}x)\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

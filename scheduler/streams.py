@@ -1,0 +1,716 @@
+"""The overload controller for streams: which frame is taken, at which rate a stream runs, when it goes to the cloud.
+
+A stream is a periodic source of frames (a camera, a microphone) whose every frame runs a chain of requests.
+Under overload something must give; this module decides what, frame by frame, for every stream of one
+runtime (or one simulated device) at once:
+
+* **Take or skip** (:meth:`StreamController.offer`). A frame is skipped, never served late by choice, when
+  its predicted finish (behind the work already pending, queued and running that runs before it, spread
+  over the workers, then its own chain) plus a quantile of the stream's recent prediction errors is after
+  its deadline; when its chain alone is longer than its period; when the workers are saturated and its
+  work would take the admitted work past their capacity less the room critical streams need (the costliest
+  frames first); when it is not its turn at the stream's rate; or when ``max_in_flight`` of its frames still
+  run. Each reason is one code of :data:`REASONS`. After :data:`MAX_SHED_STREAK` skips in a row a frame is
+  taken *lean* (a probe), so that the stream's estimates stay measured.
+* **The rate ladder** (WebRTC's ``OveruseFrameDetector``, adaptive-bitrate rungs). A stream runs at one
+  rung of its rates; when a stream missed at least :data:`DOWN_MISS` of its frames over :data:`WINDOW_MS`,
+  one stream steps down one rung: the missing one itself when its own chain does not fit its period (a
+  critical one only once no lower stream can yield), else the least important stream, no more important
+  than the missing one, whose steps would free at least :data:`MIN_RELIEF` of what the missing one misses.
+  Back up, most important first, when no stream missed more than :data:`UP_MISS`, the workers have room
+  for the faster rate, and the stream held its rung for its hold time (doubled after a step up that did
+  not hold: hysteresis).
+* **Levels only where needed.** A stream's declared level acts (its requests' order, the urgent lane and OS
+  niceness, the room kept for critical frames) only while it missed a frame within :data:`GUARD_MS`; a ``low``
+  stream gives way only while a more important one does. Otherwise its frames run as ``normal``
+  (``Decision.priority``), so declared levels cost nothing where every stream is served.
+* **The cloud, the last rung.** When the stream to step is at its bottom rung and a cloud worker's
+  measured time for its chain fits its period, its frames go there (``Decision.cloud``) and come back first.
+
+The controller learns each stream's chain (its critical path, and its work) from the stream's own frames
+(:class:`FrameEnd`); the app declares none of it. It reads the driver's own queues (:class:`Backlog`, built
+by the live dispatcher or the simulator from the work they hold), never a shadow of them.
+
+Pure: every call takes the clock (``now_ms``, ms on the driver's clock) or a snapshot that carries it;
+nothing here reads a clock or keeps a lock. The live runtime (``edgert._core._streams``) calls it under its
+lock; a simulator calls it on virtual time.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.priority import LEAD_MS, LEVELS, RANK, URGENT_LEVELS
+
+#: Why a frame was not taken: the closed set of ``f.reason`` codes ("" when taken).
+REASONS: dict[str, str] = {
+    "rate": "not its turn at the stream's current rung (the ladder stepped its rate down)",
+    "in_flight": "max_in_flight frames of the stream were still running (MediaPipe's FlowLimiter)",
+    "predicted_late": "predicted to finish after its deadline behind the work ahead of it",
+    "chain_too_long": "its chain alone takes longer than its period",
+    "over_capacity": "the workers are saturated and its work would take the admitted work past their capacity",
+    "closed": "the stream was closed",
+}
+
+# -- the ladder ------------------------------------------------------------------------------------------
+#: default rungs as shares of the nominal rate: 30 fps steps to 20, 15 then 10. A first step to two thirds
+#: keeps a stream that only just misses at two frames in three, not one in two.
+RUNG_SHARES: tuple[float, ...] = (1.0, 2.0 / 3.0, 0.5, 1.0 / 3.0)
+#: how early (a share of the nominal period) a frame may come before its due time below the nominal rate and
+#: be taken (camera jitter); at 20 of 30 fps the frame half a period early is not taken
+TAKE_EARLY = 0.4
+#: span (ms) over which a stream's misses are counted
+WINDOW_MS = 1000.0
+#: a stream that missed this share of its frames over the window makes one stream step down
+DOWN_MISS = 0.2
+#: a stream yields for a missing one only when its steps to its bottom rung free at least this share of the
+#: work (ms/s) the missing one misses
+MIN_RELIEF = 0.5
+#: fewest frames in the window before its miss share counts (fewer for a stream slower than that per window)
+MIN_FRAMES = 6
+#: misses in the first WARMUP_MS after the controller's first frame do not count (first runs, estimates settling)
+WARMUP_MS = 1000.0
+#: least time after any step before a step down (ms): each step's effect is seen before the next
+DOWN_HOLD_MS = 700.0
+#: every stream missed at most this share over the window for a step up
+UP_MISS = 0.05
+#: the workers' busy share, plus what the faster rate would add, must stay under this for a step up
+UP_BUSY_MAX = 0.8
+#: a stream holds a rung at least this long (ms) before stepping up; doubled after a failed step up
+UP_HOLD_MS = 2000.0
+#: the longest such hold (ms)
+MAX_HOLD_MS = 16000.0
+#: least time between two steps up (ms)
+UP_GAP_MS = 1000.0
+#: a stream's chain fits a period when it takes at most this share of it
+FIT_SHARE = 0.8
+#: steps a stream keeps for ``stats()["steps"]``
+STEPS_KEPT = 16
+#: a declared level acts (orders its requests, takes an urgent lane and the OS niceness, keeps room) for this
+#: long (ms) after its stream missed a frame; otherwise its frames run as ``normal``: a level moves capacity to a
+#: more important stream only while that stream is missing frames
+GUARD_MS = 5000.0
+
+# -- admission -------------------------------------------------------------------------------------------
+#: frames learned per stream; its chain and work are their medians
+CHAINS_KEPT = 15
+#: skips in a row (predicted late, chain too long) before one frame is taken lean, as a probe
+MAX_SHED_STREAK = 20
+#: prediction errors kept per stream, and how long one counts (ms)
+ERRORS_KEPT = 64
+ERROR_TTL_MS = 2000.0
+#: the share of a stream's admitted frames it aims to serve late: the margin's quantile starts at the level's
+#: ``error_quantile`` and moves up QUANTILE_STEP after a late frame, down QUANTILE_STEP * LATE_TARGET /
+#: (1 - LATE_TARGET) after one on time, so it settles where LATE_TARGET of the frames come late
+LATE_TARGET = 0.02
+QUANTILE_STEP = 0.05
+QUANTILE_RANGE = (0.5, 1.0)
+#: the busy share (0..1) of the workers over :data:`WINDOW_MS` below which no frame is shed for capacity
+ADMIT_UTIL_MAX = 0.75
+#: optional work (a detector's search for one more hand) runs only below this busy share
+OPTIONAL_BUSY_MAX = 0.55
+#: share of what is left of a frame an added chain may fill (estimates are means)
+SLACK = 0.9
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """One request the driver holds: pending, queued or running.
+
+    Attributes:
+        remaining_ms: its expected run left (ms; a running one's less what it has run).
+        deadline_ms: its absolute deadline (ms on the driver's clock; inf: none).
+        priority: its level.
+        running: it holds a processor (a run is never preempted).
+    """
+
+    remaining_ms: float
+    deadline_ms: float
+    priority: str
+    running: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """The driver's work and capacity at ``now_ms``: what a frame offered now would run behind.
+
+    Attributes:
+        now_ms: the driver's clock (ms).
+        workers: local processors that run any level (not urgent lanes, not the cloud); at least 1.
+        lanes: urgent lanes (they run critical and high requests only).
+        busy_share: the workers' busy share over the last :data:`WINDOW_MS` (0..1, more when lanes helped).
+        work: every request pending, queued or running.
+        cloud: a cloud worker is there (the ladder's last rung).
+    """
+
+    now_ms: float
+    workers: int = 1
+    lanes: int = 0
+    busy_share: float = 0.0
+    work: tuple[Work, ...] = ()
+    cloud: bool = False
+
+    def ahead_ms(self, deadline_ms: float, priority: str) -> float:
+        """Expected ms of the work that runs before a request due by ``deadline_ms`` at ``priority``: the work
+        due by then (deadlines less each level's lead, as edgert's policy orders them), and the rest of every
+        run due later that already holds a processor. On an urgent lane only urgent work is ahead."""
+        due = deadline_ms - LEAD_MS[priority]
+        lane = self.lanes > 0 and priority in URGENT_LEVELS
+        ahead = 0.0
+        for w in self.work:
+            if lane and w.priority not in URGENT_LEVELS:
+                continue
+            if w.running or w.deadline_ms - LEAD_MS.get(w.priority, 0.0) <= due:
+                ahead += w.remaining_ms
+        return ahead
+
+    def finish_ms(self, chain_ms: float, deadline_ms: float, priority: str) -> float:
+        """When a chain of ``chain_ms`` due by ``deadline_ms`` at ``priority``, started now, is expected to end
+        (ms on the driver's clock): after the work ahead of it, spread over the processors that may run it."""
+        spread = self.workers + (self.lanes if priority in URGENT_LEVELS else 0)
+        return self.now_ms + self.ahead_ms(deadline_ms, priority) / max(1, spread) + chain_ms
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The controller's answer for one frame offered.
+
+    Attributes:
+        taken: the frame runs.
+        reason: a code of :data:`REASONS` when not taken, "" when taken.
+        detail: the reason in words, with the figures that decided it ("" when taken).
+        deadline_ms: absolute: the frame's capture time plus the period at the stream's rung.
+        period_ms: the period at the stream's rung (ms).
+        lean: a probe after many skips: required work only.
+        cloud: its requests run on the cloud worker only (the ladder's last rung).
+        predicted_ms: its predicted finish (absolute ms; nan without a prediction yet).
+        priority: the level its requests run at: the stream's declared level while it acts (see the module
+            doc), else ``normal``.
+    """
+
+    taken: bool
+    reason: str
+    detail: str
+    deadline_ms: float
+    period_ms: float
+    lean: bool = False
+    cloud: bool = False
+    predicted_ms: float = math.nan
+    priority: str = "normal"
+
+
+@dataclass(frozen=True, slots=True)
+class FrameEnd:
+    """How a taken frame ended, as the driver saw it.
+
+    Attributes:
+        end_ms: when its last request ended (ms on the driver's clock).
+        ok: every request it submitted ended ``ok`` (none late, dropped or failed).
+        work_ms: the run time of its requests, summed (ms); 0 when none ran.
+        path_ms: the run time along its longest cascade (ms).
+        cloud_ms: the cloud worker's expected ms for that cascade (None: no cloud, or not measured).
+        busy_share: the workers' busy share over the last :data:`WINDOW_MS` (None: the driver does not know; the
+            streams' own demand stands in).
+    """
+
+    end_ms: float
+    ok: bool
+    work_ms: float = 0.0
+    path_ms: float = 0.0
+    cloud_ms: float | None = None
+    busy_share: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One step of the ladder: ``stream`` went from ``from_fps`` to ``to_fps`` at ``at_ms``, and why."""
+
+    at_ms: float
+    stream: str
+    from_fps: float
+    to_fps: float
+    why: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The step as JSON-ready data (the keys of ``s.stats()["steps"]``)."""
+        return {"at_ms": round(self.at_ms, 1), "from_fps": round(self.from_fps, 2), "to_fps": round(self.to_fps, 2),
+                "why": self.why}
+
+
+@dataclass(slots=True)
+class StreamState:
+    """One stream as the controller sees it: its ladder, what it learned of its chain, its counts."""
+
+    name: str
+    priority: str
+    rates: tuple[float, ...]
+    offload: bool = True
+    max_in_flight: int = 1
+    rung: int = 0
+    #: its chain (critical path with the rest of its work spread over the workers) and work, learned (ms)
+    chain_ms: float = 0.0
+    work_ms: float = 0.0
+    chains: deque[float] = field(default_factory=lambda: deque(maxlen=CHAINS_KEPT))
+    works: deque[float] = field(default_factory=lambda: deque(maxlen=CHAINS_KEPT))
+    #: its chain's expected ms on the cloud worker (None: no cloud, or not measured)
+    cloud_ms: float | None = None
+    offloaded: bool = False
+    next_due_ms: float = -math.inf
+    last_step_ms: float = -math.inf
+    last_up_ms: float = -math.inf
+    hold_ms: float = UP_HOLD_MS
+    in_flight: int = 0
+    shed_streak: int = 0
+    #: until when (ms) its declared level acts: :data:`GUARD_MS` after its latest miss
+    guard_until_ms: float = -math.inf
+    quantile: float = 0.9
+    errors: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=ERRORS_KEPT))
+    outcomes: deque[tuple[float, bool]] = field(default_factory=deque)   # (ms, missed)
+    steps: deque[Step] = field(default_factory=lambda: deque(maxlen=STEPS_KEPT))
+    first_ms: float | None = None
+    last_ms: float = 0.0
+    # counts over the stream's life
+    frames: int = 0
+    taken: int = 0
+    on_time: int = 0
+    late: int = 0
+    failed: int = 0
+    shed_by: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def fps(self) -> float:
+        """Its nominal rate (fps): the first rung."""
+        return self.rates[0]
+
+    @property
+    def fps_now(self) -> float:
+        """Its rate at its rung (fps)."""
+        return self.rates[self.rung]
+
+    @property
+    def period_ms(self) -> float:
+        """Its period at its rung, which is also its frames' deadline (ms)."""
+        return 1000.0 / self.fps_now
+
+    @property
+    def bottom(self) -> bool:
+        """It is at its lowest rung."""
+        return self.rung == len(self.rates) - 1
+
+    def fits(self, rung: int, cloud: bool = False) -> bool:
+        """Its chain (on the cloud worker with ``cloud``) fits its period at ``rung``."""
+        chain = self.chain_ms if not cloud else self.cloud_ms if self.cloud_ms is not None else math.inf
+        return chain <= FIT_SHARE * 1000.0 / self.rates[rung]
+
+    def guarded(self, now_ms: float) -> bool:
+        """It missed a frame within the last :data:`GUARD_MS`."""
+        return now_ms < self.guard_until_ms
+
+    def miss_share(self, now_ms: float) -> tuple[float, int]:
+        """(Share of its frames over the window that missed, frames in the window)."""
+        q = self.outcomes
+        while q and q[0][0] < now_ms - WINDOW_MS:
+            q.popleft()
+        n = len(q)
+        return (sum(m for _, m in q) / n if n else 0.0), n
+
+    def margin_ms(self, now_ms: float) -> float:
+        """A quantile (:attr:`quantile`) of its prediction errors of the last :data:`ERROR_TTL_MS` (ms, >= 0; 0 with
+        fewer than 4 of them)."""
+        q = self.errors
+        while q and q[0][0] < now_ms - ERROR_TTL_MS:
+            q.popleft()
+        if len(q) < 4:
+            return 0.0
+        return max(0.0, _quantile(sorted(e for _, e in q), self.quantile))
+
+    def stats(self) -> dict[str, Any]:
+        """Its figures, with the keys of ``s.stats()`` (docs/design.md §11)."""
+        span_s = (self.last_ms - self.first_ms) / 1000.0 if self.first_ms is not None else 0.0
+        return {"frames": self.frames, "taken": self.taken, "on_time": self.on_time, "late": self.late,
+                "failed": self.failed, "frames_shed": sum(self.shed_by.values()),
+                "frames_shed_by": dict(self.shed_by),
+                "rate_fps": round(self.on_time / span_s, 2) if span_s > 0 else 0.0,
+                "rung_fps": round(self.fps_now, 3), "priority": self.priority, "offloaded": self.offloaded,
+                "chain_ms": round(self.chain_ms, 2), "steps": [s.as_dict() for s in self.steps]}
+
+
+def default_rates(fps: float) -> tuple[float, ...]:
+    """The default ladder of a stream of nominal ``fps``: ``fps`` × 1, 2/3, 1/2, 1/3."""
+    return tuple(fps * s for s in RUNG_SHARES)
+
+
+class StreamController:
+    """Every stream's take / skip, rung and cloud rung on one runtime or simulated device (see the module doc).
+
+    Args:
+        warmup_ms: misses in this long (ms) after the first frame do not count toward a step.
+    """
+
+    def __init__(self, warmup_ms: float = WARMUP_MS) -> None:
+        self.warmup_ms = warmup_ms
+        self.streams: dict[str, StreamState] = {}
+        self._first_ms: float | None = None
+        self._workers = 1   # the local workers of the latest backlog seen
+        self._last_down = -math.inf
+        self._last_up = -math.inf
+        self._admitted: deque[tuple[float, float]] = deque()   # (ms, work ms) of frames taken
+        self._offered: deque[tuple[float, float]] = deque()    # the same for every frame priced
+
+    # -- streams -------------------------------------------------------------------------
+    def add(self, name: str, fps: float, priority: str = "normal", rates: Sequence[float] | None = None,
+            offload: bool = True, max_in_flight: int = 1) -> StreamState:
+        """Put a stream on the controller (its arguments are checked by the caller).
+
+        Raises:
+            ValueError: a stream of that name is there already.
+        """
+        if name in self.streams:
+            raise ValueError(f"a stream named {name!r} is open already")
+        ladder = tuple(rates) if rates is not None else default_rates(fps)
+        s = StreamState(name, priority, ladder, offload, max_in_flight, quantile=LEVELS[priority].error_quantile)
+        self.streams[name] = s
+        return s
+
+    def remove(self, name: str) -> None:
+        """Take a stream off (its frames no longer count for anyone's step)."""
+        self.streams.pop(name, None)
+
+    # -- one frame -----------------------------------------------------------------------
+    def offer(self, name: str, at_ms: float, backlog: Backlog) -> Decision:
+        """Whether a frame of ``name`` captured at ``at_ms`` is taken, behind ``backlog`` (see the module doc).
+
+        A frame taken counts as in flight until :meth:`ended` is called for it."""
+        s = self.streams[name]
+        now = backlog.now_ms
+        self._workers = backlog.workers
+        if self._first_ms is None:
+            self._first_ms = now
+        s.first_ms = now if s.first_ms is None else s.first_ms
+        s.last_ms = max(s.last_ms, now)
+        s.frames += 1
+        if not self._turn(s, at_ms):
+            return self._skip(s, "rate", f"runs at {s.fps_now:g} of its {s.fps:g} fps", at_ms, counts=False)
+        if s.in_flight >= s.max_in_flight:
+            return self._skip(s, "in_flight", f"{s.in_flight} of its frames still running (max_in_flight="
+                              f"{s.max_in_flight})", at_ms, now_ms=now)
+        deadline = at_ms + s.period_ms
+        if s.offloaded:
+            return self._offer_cloud(s, at_ms, now)
+        if not s.chains:   # nothing learned yet: take it, and learn
+            return self._take(s, at_ms, math.nan, lean=False, now_ms=now)
+        span = deadline - now
+        level = self.level(name, now)
+        predicted = backlog.finish_ms(s.chain_ms, deadline, level)
+        margin = s.margin_ms(now)
+        reserved = 0.0 if s.priority == "critical" else self._critical_room_ms(s, span, now)
+        reason, detail = self._verdict(s, backlog, span, predicted - now, margin, reserved)
+        self._offered.append((now, s.work_ms))
+        self._forget_before(now - WINDOW_MS)
+        if reason and (s.shed_streak < MAX_SHED_STREAK or reason == "over_capacity"):
+            s.shed_streak += 1
+            return self._skip(s, reason, detail, at_ms, now_ms=now, busy_share=backlog.busy_share)
+        probe = bool(reason)
+        s.shed_streak = 0
+        self._admitted.append((now, s.work_ms))
+        return self._take(s, at_ms, predicted, lean=probe, now_ms=now)
+
+    def ended(self, name: str, decision: Decision, end: FrameEnd) -> Step | None:
+        """A frame :meth:`offer` took has ended as ``end`` says: count it, learn its chain, move the margin,
+        and step the ladder when that is due; the step taken, if any. A stream already removed is ignored."""
+        s = self.streams.get(name)
+        if s is None:
+            return None
+        s.in_flight = max(0, s.in_flight - 1)
+        s.last_ms = max(s.last_ms, end.end_ms)
+        on_time = end.ok and end.end_ms <= decision.deadline_ms
+        late = end.ok and not on_time
+        s.on_time += on_time
+        s.late += late
+        s.failed += not end.ok
+        if end.ok and end.work_ms > 0.0:
+            s.chains.append(end.path_ms)
+            s.works.append(end.work_ms)
+            s.chain_ms = float(statistics.median(s.chains))
+            s.work_ms = float(statistics.median(s.works))
+        if end.cloud_ms is not None or not s.offloaded:
+            s.cloud_ms = end.cloud_ms
+        if not math.isnan(decision.predicted_ms) and not self.warming(end.end_ms):
+            s.errors.append((end.end_ms, end.end_ms - decision.predicted_ms))
+            step = QUANTILE_STEP if late else -QUANTILE_STEP * LATE_TARGET / (1.0 - LATE_TARGET)
+            s.quantile = min(QUANTILE_RANGE[1], max(QUANTILE_RANGE[0], s.quantile + step))
+        return self._note(s, end.end_ms, not on_time, end.busy_share)
+
+    # -- what a frame's app may ask ---------------------------------------------------------
+    def strained(self, now_ms: float) -> str:
+        """Why the streams have no time to spare ("" when they have): a stream below its nominal rate, or one
+        that missed more than :data:`UP_MISS` of its frames over the window. Optional work waits until it is ""."""
+        for s in self.streams.values():
+            if s.rung:
+                return f"{s.name} runs at {s.fps_now:g} of its {s.fps:g} fps"
+            m, n = s.miss_share(now_ms)
+            if n and m > UP_MISS:
+                return f"{s.name} missed {m:.0%} of its frames over the last {WINDOW_MS:.0f} ms"
+        return ""
+
+    def level(self, name: str, now_ms: float) -> str:
+        """The level stream ``name``'s requests run at now: its declared one while it acts, else ``normal`` (a
+        ``critical`` or ``high`` stream that missed a frame within :data:`GUARD_MS`; a ``low`` one while a more
+        important stream did)."""
+        s = self.streams[name]
+        rank = RANK[s.priority]
+        if rank < RANK["normal"]:
+            return s.priority if s.guarded(now_ms) else "normal"
+        if rank > RANK["normal"]:
+            missing = any(RANK[o.priority] < rank and o.guarded(now_ms) for o in self.streams.values())
+            return s.priority if missing else "normal"
+        return s.priority
+
+    def spare(self, name: str, decision: Decision, chain_ms: float, backlog: Backlog) -> str:
+        """Why optional work of ``chain_ms`` in a frame of ``name`` may not run now ("" when it may): a lean
+        frame, streams strained, workers busy over :data:`OPTIONAL_BUSY_MAX`, or no time left in the frame."""
+        if decision.lean:
+            return "lean frame: required work only"
+        why = self.strained(backlog.now_ms)
+        if why:
+            return f"no spare capacity: {why}"
+        if backlog.busy_share > OPTIONAL_BUSY_MAX:
+            return (f"no spare capacity: workers {100 * backlog.busy_share:.0f}% busy > "
+                    f"{100 * OPTIONAL_BUSY_MAX:.0f}%")
+        if not self.fits(name, decision, chain_ms, backlog):
+            left = SLACK * (decision.deadline_ms - backlog.now_ms)
+            return f"no time: needs {chain_ms:.1f} ms, {max(0.0, left):.1f} ms left"
+        return ""
+
+    def fits(self, name: str, decision: Decision, chain_ms: float, backlog: Backlog) -> bool:
+        """Whether ``chain_ms`` more, started now in a frame of ``name``, is expected to end within :data:`SLACK`
+        of what is left of the frame."""
+        s = self.streams[name]
+        span = decision.deadline_ms - backlog.now_ms
+        end = backlog.finish_ms(chain_ms, decision.deadline_ms, s.priority) - backlog.now_ms
+        return end <= SLACK * span
+
+    def warming(self, now_ms: float) -> bool:
+        """Whether ``now_ms`` is within the warm-up after the first frame (or before it)."""
+        return self._first_ms is None or now_ms - self._first_ms < self.warmup_ms
+
+    def stats(self, name: str) -> dict[str, Any]:
+        """The figures of stream ``name`` (see :meth:`StreamState.stats`)."""
+        return self.streams[name].stats()
+
+    # -- inside offer ----------------------------------------------------------------------
+    def _turn(self, s: StreamState, at_ms: float) -> bool:
+        """Whether a frame at ``at_ms`` is its turn at its rate: every frame at the nominal rate; below it, the
+        first at most :data:`TAKE_EARLY` of a nominal period before its due time, due times a period apart."""
+        if s.rung and at_ms < s.next_due_ms - TAKE_EARLY * 1000.0 / s.fps:
+            return False
+        nxt = s.next_due_ms + s.period_ms   # a period after this one's due time, or from now when that is past
+        s.next_due_ms = nxt if nxt > at_ms else at_ms + s.period_ms
+        return True
+
+    def _verdict(self, s: StreamState, backlog: Backlog, span_ms: float, predicted_ms: float, margin_ms: float,
+                 reserved_ms: float) -> tuple[str, str]:
+        """Why a frame is skipped whole, ``("", "")`` when it may start (spans from now, ms)."""
+        full = self._over_capacity(s, backlog, span_ms, reserved_ms)
+        if full:
+            return "over_capacity", full
+        if s.chain_ms > span_ms:
+            return "chain_too_long", f"its chain needs {s.chain_ms:.1f} ms, longer than its {span_ms:.1f} ms left"
+        if predicted_ms + margin_ms > span_ms:
+            return "predicted_late", (f"predicted to finish in {predicted_ms:.1f} ms (+{margin_ms:.1f} ms error "
+                                      f"margin), after its {span_ms:.1f} ms deadline")
+        return "", ""
+
+    def _over_capacity(self, s: StreamState, backlog: Backlog, span_ms: float, reserved_ms: float) -> str:
+        """Why admitting its work would take the work admitted over the last frame span past
+        :data:`ADMIT_UTIL_MAX` of the workers less ``reserved_ms`` ("" when it would not): only while the workers
+        are that busy, and a frame no costlier than the mean priced lately passes (the costliest go first)."""
+        if backlog.busy_share <= ADMIT_UTIL_MAX:
+            return ""
+        now = backlog.now_ms
+        have = sum(w for t, w in self._admitted if t >= now - span_ms)
+        mean = sum(w for _, w in self._offered) / len(self._offered) if self._offered else 0.0
+        cap = ADMIT_UTIL_MAX * backlog.workers * span_ms - reserved_ms
+        if have + s.work_ms <= cap or (s.work_ms <= mean and not reserved_ms):
+            return ""
+        return (f"workers {100 * backlog.busy_share:.0f}% busy and {have + s.work_ms:.0f} ms of work admitted "
+                f"in {span_ms:.0f} ms > {cap:.0f} ms of capacity")
+
+    def _critical_room_ms(self, s: StreamState, span_ms: float, now_ms: float) -> float:
+        """Work (ms) the other critical streams that are missing frames need over ``span_ms``: the room kept for
+        them (Linux ``SCHED_DEADLINE``'s reservation: their chain per period)."""
+        return sum(c.chain_ms * span_ms / c.period_ms for c in self.streams.values()
+                   if c.priority == "critical" and c is not s and c.guarded(now_ms))
+
+    def _offer_cloud(self, s: StreamState, at_ms: float, now_ms: float) -> Decision:
+        """A frame of a stream on the cloud rung: taken unless its chain there, plus its error margin, misses."""
+        chain = s.cloud_ms if s.cloud_ms is not None else math.inf
+        span = at_ms + s.period_ms - now_ms
+        if chain + s.margin_ms(now_ms) > span:
+            return self._skip(s, "predicted_late", f"on the cloud its chain takes {chain:.1f} ms, after its "
+                              f"{span:.1f} ms deadline", at_ms, now_ms=now_ms)
+        return self._take(s, at_ms, now_ms + chain, lean=False, cloud=True, now_ms=now_ms)
+
+    def _take(self, s: StreamState, at_ms: float, predicted_ms: float, lean: bool, cloud: bool = False,
+              now_ms: float = -math.inf) -> Decision:
+        s.taken += 1
+        s.in_flight += 1
+        return Decision(True, "", "", at_ms + s.period_ms, s.period_ms, lean, cloud, predicted_ms,
+                        self.level(s.name, now_ms))
+
+    def _skip(self, s: StreamState, reason: str, detail: str, at_ms: float, counts: bool = True,
+              now_ms: float | None = None, busy_share: float | None = None) -> Decision:
+        """A frame not taken; ``counts``: it is a miss for the ladder (a skip by rate is not)."""
+        s.shed_by[reason] = s.shed_by.get(reason, 0) + 1
+        if counts and now_ms is not None:
+            self._note(s, now_ms, True, busy_share)
+        return Decision(False, reason, detail, at_ms + s.period_ms, s.period_ms)
+
+    # -- the ladder ------------------------------------------------------------------------
+    def _note(self, s: StreamState, now_ms: float, missed: bool, busy_share: float | None = None) -> Step | None:
+        """Count one outcome of ``s`` and step the ladder when due (``busy_share``: the workers', if known)."""
+        if missed:
+            s.guard_until_ms = now_ms + GUARD_MS
+        if self.warming(now_ms):
+            return None
+        s.outcomes.append((now_ms, missed))
+        return self._step_down(now_ms) or self._step_up(now_ms, busy_share)
+
+    def _step_down(self, now_ms: float) -> Step | None:
+        if now_ms - max(self._last_down, self._last_up) < DOWN_HOLD_MS:
+            return None
+        worst, share = None, 0.0
+        for s in self.streams.values():
+            m, n = s.miss_share(now_ms)
+            if n >= min(MIN_FRAMES, 0.8 * s.fps_now * WINDOW_MS / 1000.0) and m >= DOWN_MISS and m > share:
+                worst, share = s, m
+        if worst is None:
+            return None
+        lower_can_yield = any(not s.bottom and RANK[s.priority] > RANK[worst.priority] for s in self.streams.values())
+        critical_waits = worst.priority == "critical" and lower_can_yield
+        if not worst.bottom and not worst.fits(worst.rung) and not critical_waits:
+            why = (f"its chain needs {worst.chain_ms:.1f} ms, more than {FIT_SHARE:.0%} of its "
+                   f"{worst.period_ms:.1f} ms period")
+            return self._move(worst, now_ms, +1, why)
+        # who may yield: no stream more important than the one missing; a critical one only once no lower can
+        able = [s for s in self.streams.values() if not s.bottom and RANK[s.priority] >= RANK[worst.priority]
+                and not (s is worst and critical_waits)]
+        why = f"{worst.name} ({worst.priority}) missed {share:.0%} of its frames over the last {WINDOW_MS:.0f} ms"
+        if not able and worst.bottom and self._bottoms_fit():
+            # no starvation: a stream at its bottom rung keeps that rate while every stream's bottom rung fits
+            # together; a more important stream's rate above its own bottom is the optional work that yields
+            able = [s for s in self.streams.values() if not s.bottom and not s.offloaded]
+            why += ", at its bottom rung, and every stream's bottom rung fits the workers"
+        if not able:
+            return self._to_cloud(now_ms, why)
+        paying = [s for s in able if self._pays(s, worst, share)]
+        if not paying and worst.priority == "critical":
+            paying = able   # the critical stream's rate comes first, even at a small relief
+        if not paying:
+            return None
+        victim = min(paying, key=lambda s: (-RANK[s.priority], -s.chain_ms * s.fps_now, s.name))
+        return self._move(victim, now_ms, +1, why)
+
+    @staticmethod
+    def _pays(v: StreamState, worst: StreamState, share: float) -> bool:
+        """Whether stepping ``v`` down one rung is worth it for ``worst``, which missed ``share`` of its frames:
+        for ``worst`` itself, when the lower rate would serve more frames on time (it misses at least
+        1 - next rate / this rate); for another stream, when its steps to its bottom rung would free at least
+        :data:`MIN_RELIEF` of the work ``worst`` misses a second."""
+        if v is worst:
+            return share >= 1.0 - v.rates[v.rung + 1] / v.rates[v.rung]
+        freed = v.chain_ms * (v.fps_now - v.rates[-1])
+        return freed >= MIN_RELIEF * share * worst.fps_now * worst.chain_ms
+
+    def _to_cloud(self, now_ms: float, why: str) -> Step | None:
+        """The last rung: the least important stream whose chain fits its period on the cloud worker goes
+        there (None when none does)."""
+        able = [s for s in self.streams.values() if s.offload and not s.offloaded and s.fits(s.rung, cloud=True)]
+        if not able:
+            return None
+        s = min(able, key=lambda s: (-RANK[s.priority], -s.chain_ms * s.fps_now, s.name))
+        s.offloaded, s.last_step_ms, self._last_down = True, now_ms, now_ms
+        self._clear_outcomes()
+        return self._record(s, Step(now_ms, s.name, s.fps_now, s.fps_now,
+                                    f"to the cloud: {why}; its chain takes {s.cloud_ms:.1f} ms there, within its "
+                                    f"{s.period_ms:.1f} ms period"))
+
+    def _step_up(self, now_ms: float, busy_share: float | None) -> Step | None:
+        if busy_share is None:
+            busy_share = self._busy_estimate()
+        if now_ms - self._last_up < UP_GAP_MS or now_ms - self._last_down < UP_GAP_MS:
+            return None
+        for s in self.streams.values():
+            m, n = s.miss_share(now_ms)
+            if n and m > UP_MISS:
+                return None
+        back = [s for s in self.streams.values() if s.offloaded and now_ms - s.last_step_ms >= s.hold_ms]
+        if back:   # from the cloud first, the most important first
+            s = min(back, key=lambda s: (RANK[s.priority], s.name))
+            added = s.chain_ms * s.fps_now / 1000.0
+            if busy_share + added > UP_BUSY_MAX or not s.fits(s.rung):
+                return None
+            s.offloaded, s.last_step_ms, self._last_up = False, now_ms, now_ms
+            return self._record(s, Step(now_ms, s.name, s.fps_now, s.fps_now, f"back from the cloud: workers "
+                                        f"{busy_share:.0%} busy (+{added:.0%} with it)"))
+        down = [s for s in self.streams.values() if s.rung > 0 and now_ms - s.last_step_ms >= s.hold_ms
+                and s.fits(s.rung - 1)]
+        if not down:
+            return None
+        s = min(down, key=lambda s: (RANK[s.priority], s.chain_ms * s.fps_now, s.name))
+        added = s.chain_ms * (s.rates[s.rung - 1] - s.fps_now) / 1000.0   # core-seconds per second
+        if busy_share + added > UP_BUSY_MAX:
+            return None
+        why = (f"no stream missed more than {UP_MISS:.0%} of its frames, workers {busy_share:.0%} busy "
+               f"(+{added:.0%} at the faster rate)")
+        return self._move(s, now_ms, -1, why)
+
+    def _bottoms_fit(self) -> bool:
+        """Whether every local stream at its bottom rung would fit the workers together (:data:`FIT_SHARE` of them),
+        by their chains as learned."""
+        demand = sum(s.work_ms * s.rates[-1] for s in self.streams.values() if not s.offloaded) / 1000.0
+        return demand <= FIT_SHARE * self._workers
+
+    def _busy_estimate(self) -> float:
+        """The streams' own demand as a busy share when the driver gave none: work per second over one worker."""
+        return sum(s.work_ms * s.fps_now for s in self.streams.values() if not s.offloaded) / 1000.0
+
+    def _move(self, s: StreamState, now_ms: float, by: int, why: str) -> Step:
+        before = s.fps_now
+        if by > 0:
+            if now_ms - s.last_up_ms < 2 * s.hold_ms:   # a step up that did not hold: wait longer next time
+                s.hold_ms = min(MAX_HOLD_MS, 2 * s.hold_ms)
+            self._last_down = now_ms
+        else:
+            s.last_up_ms = self._last_up = now_ms
+        s.rung += by
+        s.last_step_ms = now_ms
+        self._clear_outcomes()
+        return self._record(s, Step(now_ms, s.name, before, s.fps_now, why))
+
+    def _record(self, s: StreamState, step: Step) -> Step:
+        s.steps.append(step)
+        return step
+
+    def _clear_outcomes(self) -> None:
+        """The next decision sees the new rates' outcomes only."""
+        for t in self.streams.values():
+            t.outcomes.clear()
+
+    def _forget_before(self, t_ms: float) -> None:
+        for q in (self._admitted, self._offered):
+            while q and q[0][0] < t_ms:
+                q.popleft()
+
+
+def _quantile(sorted_values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of ``sorted_values`` (non-empty), linear between neighbours (numpy's default)."""
+    pos = q * (len(sorted_values) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)

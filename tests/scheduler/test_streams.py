@@ -1,0 +1,349 @@
+"""The overload controller for streams (scheduler.streams), on virtual time: behaviour, never a host's frame counts.
+
+Every test drives the controller through its public calls (``offer`` a frame behind a ``Backlog``, then ``ended``
+with how it went), as the live runtime and the simulator do.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from scheduler import streams as S
+from scheduler.streams import Backlog, FrameEnd, StreamController, Work
+
+XR = (("hands", "critical"), ("face", "high"), ("pose", "normal"), ("segmentation", "low"))
+IDLE = 0.3
+
+
+def _controller(levels=XR, chain_ms: float = 5.0, fps: float = 30.0, warmup_ms: float = 0.0) -> StreamController:
+    """A controller whose streams have learned a chain of ``chain_ms`` (one frame each, ended on time at t < 0)."""
+    c = StreamController(warmup_ms=warmup_ms)
+    for name, level in levels:
+        c.add(name, fps, level)
+        c.streams[name].chains.append(chain_ms)
+        c.streams[name].works.append(chain_ms)
+        c.streams[name].chain_ms = c.streams[name].work_ms = chain_ms
+    return c
+
+
+def _frames(c: StreamController, t0: float, seconds: float, missing: str | None, busy: float) -> float:
+    """Every stream offers a frame at 30 fps for ``seconds``; ``missing``'s frames that run end after their
+    deadline, the others' on time. The end time (ms)."""
+    t = t0
+    while t < t0 + seconds * 1000.0:
+        for name in list(c.streams):
+            d = c.offer(name, t, Backlog(t, workers=2, busy_share=busy))
+            if not d.taken:
+                continue
+            s = c.streams[name]
+            end = d.deadline_ms + 1.0 if name == missing else t + s.chain_ms
+            c.ended(name, d, FrameEnd(end, True, s.work_ms, s.chain_ms, None, busy))
+        t += 1000.0 / 30.0
+    return t
+
+
+def _steps(c: StreamController) -> list[S.Step]:
+    return sorted((st for s in c.streams.values() for st in s.steps), key=lambda st: st.at_ms)
+
+
+# -- take or skip ----------------------------------------------------------------------------------------------
+
+def test_a_frame_predicted_late_behind_the_work_ahead_of_it_is_not_taken():
+    c = _controller((("pose", "normal"),), chain_ms=10.0)
+    ahead = tuple(Work(20.0, 30.0, "normal", False) for _ in range(4))   # 80 ms due before it on 2 workers
+    d = c.offer("pose", 0.0, Backlog(0.0, workers=2, work=ahead))
+    assert not d.taken and d.reason == "predicted_late" and "after its 33.3 ms deadline" in d.detail
+    assert c.stats("pose")["frames_shed_by"] == {"predicted_late": 1}
+
+
+def test_work_due_after_it_is_not_ahead_of_it_unless_it_already_runs():
+    c = _controller((("pose", "normal"),), chain_ms=10.0)
+    later = tuple(Work(40.0, 500.0, "normal", False) for _ in range(4))
+    assert c.offer("pose", 0.0, Backlog(0.0, workers=2, work=later)).taken
+    c2 = _controller((("pose", "normal"),), chain_ms=10.0)
+    running = tuple(Work(40.0, 500.0, "normal", True) for _ in range(2))   # a run is never preempted
+    assert not c2.offer("pose", 0.0, Backlog(0.0, workers=2, work=running)).taken
+
+
+def test_a_more_important_frame_goes_ahead_of_work_due_about_together():
+    ahead = tuple(Work(30.0, 38.0, "normal", False) for _ in range(2))   # due 5 ms after the frame
+    b = Backlog(0.0, workers=2, work=ahead)
+    assert b.ahead_ms(33.3, "high") == 0.0 and b.ahead_ms(33.3, "normal") == 0.0 and b.ahead_ms(33.3, "low") == 60.0
+    lanes = Backlog(0.0, workers=2, lanes=1, work=(Work(30.0, 10.0, "normal", True),))
+    assert lanes.ahead_ms(33.3, "critical") == 0.0   # an urgent lane runs it: only urgent work is ahead there
+
+
+def test_a_chain_longer_than_its_period_is_not_taken():
+    c = _controller((("pose", "normal"),), chain_ms=40.0)
+    d = c.offer("pose", 0.0, Backlog(0.0))
+    assert (d.taken, d.reason) == (False, "chain_too_long")
+
+
+def test_saturated_workers_shed_the_costliest_frames_first():
+    c = _controller((("pose", "normal"), ("seg", "low")), chain_ms=20.0)
+    c.streams["seg"].work_ms = 5.0
+    busy = Backlog(0.0, workers=1, busy_share=0.95)
+    assert c.offer("pose", 0.0, busy).taken and c.offer("seg", 0.0, busy).taken
+    got = [c.offer("pose", 1.0, busy).reason for _ in range(1)]
+    assert got == ["over_capacity"] or got == ["in_flight"]
+
+
+def test_after_a_streak_of_skips_one_frame_is_taken_lean():
+    c = _controller((("pose", "normal"),), chain_ms=10.0, warmup_ms=1e9)   # (no step of its rate meanwhile)
+    ahead = tuple(Work(40.0, 20.0, "normal", False) for _ in range(4))
+    reasons = []
+    for k in range(S.MAX_SHED_STREAK + 1):
+        d = c.offer("pose", k * 33.3, Backlog(k * 33.3, workers=2, work=ahead))
+        reasons.append(d.reason)
+    assert reasons[:-1] == ["predicted_late"] * S.MAX_SHED_STREAK and d.taken and d.lean
+
+
+def test_max_in_flight_frames_run_at_once():
+    c = _controller((("mic", "normal"),), chain_ms=1.0)
+    first = c.offer("mic", 0.0, Backlog(0.0))
+    second = c.offer("mic", 33.3, Backlog(33.3))
+    assert first.taken and (second.taken, second.reason) == (False, "in_flight")
+    c.ended("mic", first, FrameEnd(40.0, True, 1.0, 1.0))
+    assert c.offer("mic", 66.7, Backlog(66.7)).taken
+
+
+def test_every_reason_is_documented():
+    c = _controller((("pose", "normal"),))
+    c.streams["pose"].rung = 2
+    seen = {c.offer("pose", t, Backlog(t)).reason for t in (0.0, 1.0)}
+    assert seen <= set(S.REASONS) | {""} and "rate" in seen
+
+
+def test_the_same_offers_give_the_same_decisions():
+    def run() -> list[tuple[bool, str]]:
+        rng = random.Random(7)
+        c = _controller(chain_ms=8.0)
+        out = []
+        t = 0.0
+        for _ in range(600):
+            for name in c.streams:
+                work = tuple(Work(rng.uniform(1, 20), t + rng.uniform(0, 60), "normal", rng.random() < 0.3)
+                             for _ in range(rng.randrange(6)))
+                d = c.offer(name, t, Backlog(t, workers=2, busy_share=rng.random(), work=work))
+                out.append((d.taken, d.reason))
+                if d.taken:
+                    c.ended(name, d, FrameEnd(t + rng.uniform(2, 40), rng.random() < 0.95, 8.0, 8.0, None, 0.5))
+            t += 33.3
+        return out
+    assert run() == run()
+
+
+# -- the ladder --------------------------------------------------------------------------------------------
+
+def test_the_lowest_priority_steps_down_first_and_critical_last():
+    c = _controller()
+    _frames(c, 0.0, 20.0, "hands", 0.95)
+    steps = _steps(c)
+    first = list(dict.fromkeys(s.stream for s in steps))
+    assert first == ["segmentation", "pose", "face", "hands"]
+    hands = [i for i, s in enumerate(steps) if s.stream == "hands"]
+    assert hands and min(hands) >= 9   # only once no lower stream can yield
+    assert all("hands (critical) missed" in s.why for s in steps)
+
+
+@pytest.mark.parametrize("levels, first", [
+    ((("a", "normal"), ("b", "normal"), ("c", "high")), "a"),   # equals: the costlier per second (equal: by name)
+    ((("a", "high"), ("b", "critical"), ("c", "low")), "c"),
+    ((("a", "critical"), ("b", "high")), "b"),
+])
+def test_who_gives_way_first(levels, first):
+    c = _controller(levels)
+    _frames(c, 0.0, 1.5, levels[0][0], 0.95)
+    assert _steps(c) and _steps(c)[0].stream == first
+
+
+def test_a_level_yields_only_while_a_more_important_stream_misses():
+    c = _controller()
+    _frames(c, 0.0, 10.0, None, IDLE)   # everyone served: declared levels move nothing
+    assert _steps(c) == []
+    c2 = _controller()
+    _frames(c2, 0.0, 10.0, "segmentation", 0.95)   # the least important misses: nobody above it yields
+    steps = _steps(c2)                               # until it is at its bottom rung (then see the next test)
+    bottom = next(i for i, s in enumerate(steps) if s.to_fps == c2.streams["segmentation"].rates[-1])
+    assert {s.stream for s in steps[:bottom + 1]} == {"segmentation"}
+
+
+def test_a_stream_whose_own_chain_does_not_fit_steps_itself_down():
+    c = _controller((("face", "normal"), ("pose", "normal"), ("segmentation", "low")))
+    c.streams["pose"].chain_ms = 30.0   # > 0.8 x 33.3 ms: no other stream's rate can help it
+    c.streams["pose"].chains.clear()
+    c.streams["pose"].chains.append(30.0)
+    _frames(c, 0.0, 0.8, "pose", 0.95)
+    assert _steps(c)[0].stream == "pose" and "its chain needs 30.0 ms" in _steps(c)[0].why
+    assert c.streams["pose"].period_ms == pytest.approx(1000.0 / 20.0)   # its deadline is the new period
+
+
+def test_a_stepped_down_stream_takes_two_frames_in_three_then_one_in_two_then_one_in_three():
+    taken = []
+    for rung in (0, 1, 2, 3):
+        c = _controller((("pose", "normal"),), chain_ms=1.0, warmup_ms=1e9)   # (it holds its rung)
+        c.streams["pose"].rung = rung
+        n = 0
+        for k in range(30):
+            t = k * 1000.0 / 30.0 + (k * 7) % 5   # each frame up to 5 ms late (a thread's wake-up)
+            d = c.offer("pose", t, Backlog(t))
+            if d.taken:
+                n += 1
+                c.ended("pose", d, FrameEnd(t + 1.0, True, 1.0, 1.0))
+        taken.append(n)
+    assert taken == [30, 20, 15, 10]
+
+
+def test_it_steps_back_up_when_there_is_room_most_important_first():
+    c = _controller()
+    t = _frames(c, 0.0, 6.0, "hands", 0.95)
+    assert c.streams["face"].rung > 0 and c.streams["segmentation"].rung > 0
+    t = _frames(c, t, 3.0, None, 0.95)   # no misses but no room: none steps up
+    down = [n for n, s in c.streams.items() if s.rung]
+    n = len(_steps(c))
+    _frames(c, t, 40.0, None, IDLE)
+    ups = _steps(c)[n:]
+    assert ups and all(s.to_fps > s.from_fps for s in ups)
+    assert ups[0].stream == min(down, key=lambda n: S.RANK[c.streams[n].priority])   # the most important first
+    assert all(s.rung == 0 for s in c.streams.values())
+
+
+def test_hysteresis_a_rate_that_does_not_hold_is_retried_later_each_time():
+    c = _controller((("pose", "normal"),))
+    t = 0.0
+    while t < 120_000.0:
+        d = c.offer("pose", t, Backlog(t, busy_share=IDLE))
+        if d.taken:
+            s = c.streams["pose"]
+            end = d.deadline_ms + 1.0 if s.rung == 0 else t + 5.0
+            c.ended("pose", d, FrameEnd(end, True, 5.0, 5.0, None, IDLE))
+        t += 1000.0 / 30.0
+    ups = [s.at_ms for s in c.streams["pose"].steps if s.to_fps > s.from_fps]
+    gaps = [b - a for a, b in zip(ups, ups[1:])]
+    assert len(ups) >= 3 and gaps[-1] >= S.MAX_HOLD_MS and gaps[-1] > 1.5 * gaps[0]
+    assert all(b >= a - 100.0 for a, b in zip(gaps, gaps[1:]))   # less and less often, up to the longest hold
+
+
+def test_the_cloud_is_the_last_rung_and_the_first_to_come_back():
+    c = _controller((("hands", "critical"), ("pose", "low")))
+    for s in c.streams.values():
+        s.rung = len(s.rates) - 1
+    t = 0.0
+    while t < 3000.0:
+        for name in c.streams:
+            d = c.offer(name, t, Backlog(t, workers=2, busy_share=0.95, cloud=True))
+            if d.taken:
+                end = d.deadline_ms + 1.0 if name == "hands" and not d.cloud else t + 5.0
+                c.ended(name, d, FrameEnd(end, True, 5.0, 5.0, 40.0, 0.95))
+        t += 1000.0 / 30.0
+    moves = [s for s in _steps(c) if s.why.startswith("to the cloud")]
+    assert moves and moves[0].stream == "pose" and c.streams["pose"].offloaded
+    assert "its chain takes 40.0 ms there, within its 100.0 ms period" in moves[0].why
+    d = c.offer("pose", t + 100.0, Backlog(t + 100.0, cloud=True))
+    assert d.cloud or d.reason == "rate"
+
+
+def test_no_cloud_rung_for_a_stream_that_declines_it():
+    c = StreamController(warmup_ms=0.0)
+    s = c.add("pose", 30.0, "low", offload=False)
+    s.rung = len(s.rates) - 1
+    s.chains.append(5.0)
+    s.chain_ms = 5.0
+    _frames(c, 0.0, 2.0, "pose", 0.95)
+    assert not c.streams["pose"].offloaded
+
+
+def test_misses_while_warming_up_do_not_count():
+    c = _controller((("pose", "normal"),), warmup_ms=S.WARMUP_MS)
+    _frames(c, 0.0, S.WARMUP_MS / 1000.0 - 0.05, "pose", 0.95)
+    assert _steps(c) == []
+    _frames(c, S.WARMUP_MS, 1.5, "pose", 0.95)
+    assert _steps(c) and _steps(c)[0].at_ms >= S.WARMUP_MS
+
+
+def test_optional_work_waits_while_the_streams_are_strained():
+    c = _controller()
+    d = c.offer("hands", 0.0, Backlog(0.0))
+    assert c.spare("hands", d, 5.0, Backlog(0.0)) == ""
+    c.streams["pose"].rung = 1
+    assert c.spare("hands", d, 5.0, Backlog(0.0)) == "no spare capacity: pose runs at 20 of its 30 fps"
+    c.streams["pose"].rung = 0
+    assert c.spare("hands", d, 5.0, Backlog(0.0, busy_share=0.9)).startswith("no spare capacity: workers 90%")
+    assert c.spare("hands", d, 40.0, Backlog(0.0)).startswith("no time")
+
+
+def test_the_margin_quantile_settles_where_the_late_target_of_frames_come_late():
+    c = _controller((("pose", "normal"),), chain_ms=1.0)
+    s = c.streams["pose"]
+    rng = random.Random(0)
+    late = []
+    t = 0.0
+    for _ in range(20000):
+        d = c.offer("pose", t, Backlog(t))
+        if d.taken:   # late when a uniform draw is above its margin's quantile: P(late) = 1 - q
+            late.append(rng.random() > s.quantile)
+            end = d.deadline_ms + 1.0 if late[-1] else t + 1.0
+            c.ended("pose", d, FrameEnd(end, True, 1.0, 1.0))
+        s.rung = 0
+        t += 1000.0 / 30.0
+    assert abs(sum(late[-10000:]) / 10000 - S.LATE_TARGET) < 0.01
+
+
+def test_a_stream_learns_its_chain_from_its_frames():
+    c = StreamController()
+    c.add("kws", 10.0, "normal")
+    d = c.offer("kws", 0.0, Backlog(0.0))
+    assert d.taken and math.isnan(d.predicted_ms)   # nothing learned: taken, and learned from
+    c.ended("kws", d, FrameEnd(30.0, True, work_ms=12.0, path_ms=9.0))
+    assert c.streams["kws"].chain_ms == 9.0 and c.streams["kws"].work_ms == 12.0
+    d2 = c.offer("kws", 100.0, Backlog(100.0))
+    assert d2.predicted_ms == pytest.approx(109.0)
+    c.ended("kws", d2, FrameEnd(140.0, False, 1.0, 1.0))   # a frame with a request dropped teaches nothing
+    assert c.streams["kws"].chain_ms == 9.0 and c.stats("kws")["failed"] == 1
+
+
+def test_the_controller_keeps_only_its_window_however_many_frames_ran():
+    """Frames priced and taken longer than WINDOW_MS ago are forgotten as new ones come, even when nothing reads
+    them: N then 10 x N frames, the same memory; and a stream's steps are bounded."""
+    c = _controller((("pose", "normal"),), chain_ms=1.0)
+
+    def frames(n: int, t0: float) -> tuple[int, int]:
+        t = t0
+        for _ in range(n):
+            d = c.offer("pose", t, Backlog(t))
+            c.ended("pose", d, FrameEnd(t + 1.0, True, 1.0, 1.0))
+            t += 1.0
+        return len(c._admitted), len(c._offered)
+
+    n = int(2 * S.WINDOW_MS)
+    after_n = frames(n, 0.0)
+    assert frames(10 * n, float(n)) == after_n and max(after_n) <= S.WINDOW_MS + 1
+    assert len(c.streams["pose"].outcomes) <= S.WINDOW_MS + 1 and len(c.streams["pose"].steps) <= S.STEPS_KEPT
+
+
+def test_a_declared_level_acts_only_while_its_stream_misses():
+    """Every stream served: every frame runs as normal (levels cost nothing). The critical stream misses: its
+    frames run critical for GUARD_MS after its latest miss, and the low stream's run low meanwhile."""
+    c = _controller()
+    t = _frames(c, 0.0, 2.0, None, IDLE)
+    assert {c.offer(n, t, Backlog(t)).priority for n in ("hands", "face", "segmentation")} == {"normal"}
+    for n in c.streams:
+        c.streams[n].in_flight = 0
+    t = _frames(c, t + 40.0, 0.5, "hands", 0.95)
+    levels = {n: c.level(n, t) for n in c.streams}
+    assert levels == {"hands": "critical", "face": "normal", "pose": "normal", "segmentation": "low"}
+    t = _frames(c, t, (S.GUARD_MS + S.ERROR_TTL_MS) / 1000.0 + 1.0, None, IDLE)   # (its error margin ages out)
+    assert {c.level(n, t) for n in c.streams} == {"normal"}
+
+
+def test_a_stream_at_its_bottom_rung_keeps_it_while_every_bottom_rung_fits():
+    """The low stream is at its bottom rung and still misses; every stream's bottom fits two workers: a more
+    important stream above its own bottom rung yields (its rate above the bottom is the optional work)."""
+    c = _controller((("text", "low"), ("pose", "normal")), chain_ms=10.0)
+    c.streams["text"].rung = len(c.streams["text"].rates) - 1
+    _frames(c, 0.0, 2.0, "text", 0.95)
+    steps = _steps(c)
+    assert steps and steps[0].stream == "pose" and "at its bottom rung" in steps[0].why
