@@ -216,6 +216,8 @@ class FrameEnd:
         cloud_ms: the cloud worker's expected ms for that cascade (None: no cloud, or not measured).
         busy_share: the workers' busy share over the last :data:`WINDOW_MS` (None: the driver does not know; the
             streams' own demand stands in).
+        done_ms: when the frame was done, its app's own work on it included (the block's exit, when later than
+            ``end_ms``); what its finish was predicted against. None: ``end_ms``.
     """
 
     end_ms: float
@@ -224,6 +226,7 @@ class FrameEnd:
     path_ms: float = 0.0
     cloud_ms: float | None = None
     busy_share: float | None = None
+    done_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -440,9 +443,11 @@ class StreamController:
             s.work_ms = float(statistics.median(s.works))
         if end.cloud_ms is not None or not s.offloaded:
             s.cloud_ms = end.cloud_ms
-        if not math.isnan(decision.predicted_ms) and not self.warming(end.end_ms):
-            s.errors.append((end.end_ms, end.end_ms - decision.predicted_ms))
-            step = QUANTILE_STEP if late else -QUANTILE_STEP * LATE_TARGET / (1.0 - LATE_TARGET)
+        done = end.end_ms if end.done_ms is None else max(end.end_ms, end.done_ms)
+        if not math.isnan(decision.predicted_ms) and not self.warming(done):
+            s.errors.append((done, done - decision.predicted_ms))
+            late_done = done > decision.deadline_ms   # (the app's own work on the frame counts here)
+            step = QUANTILE_STEP if late_done else -QUANTILE_STEP * LATE_TARGET / (1.0 - LATE_TARGET)
             s.quantile = min(QUANTILE_RANGE[1], max(QUANTILE_RANGE[0], s.quantile + step))
         return self._note(s, end.end_ms, not on_time, end.busy_share)
 

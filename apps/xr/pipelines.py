@@ -195,16 +195,16 @@ class Pipelines:
         run = Runner()
         masks: list[np.ndarray] = []
         offered: list[edgert.StreamFrame] = []
-        for part, s in streams.items():
-            f = s.frame(at_ms=start)
-            offered.append(f)
-            run.frame = f if f.taken else None
-            with f:
+        with contextlib.ExitStack() as frames:   # each stream's frame stays open until its cascades are done
+            for part, s in streams.items():
+                f = frames.enter_context(s.frame(at_ms=start))
+                offered.append(f)
+                run.frame = f if f.taken else None
                 if f.taken:
                     self._start(part, frame, run, out, masks)
                 elif f.reason != "rate":
                     self._shed(part, run, f"frame skipped whole: {f.detail}")
-        out.stages = run.run()
+            out.stages = run.run()
         out.mask = masks[0] if masks else None
         taken = [f for f in offered if f.taken]
         shed = [f for f in offered if not f.taken and f.reason != "rate"]

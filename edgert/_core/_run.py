@@ -368,8 +368,10 @@ class Dispatcher:
         rid = self._next_id
         self._next_id += 1
         f = current_frame.get()
-        if f is None and parent is not None:
-            f = self._frames.get(parent.frame)
+        if parent is not None:   # a cascade stage: its parent's stream frame, else the frame it is issued in
+            of_parent = self._frames.get(parent.frame)
+            if f is None or (of_parent is not None and of_parent.watch is not None):
+                f = of_parent
         after_key = parent.key if parent is not None else None
         stream, key, t_trace = m.name, None, now   # key None: Request.trace_id's default
         if f is not None:

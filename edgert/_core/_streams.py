@@ -252,7 +252,7 @@ class FrameWatch:
     the frame's end reported to the controller once its block has exited and none is open."""
 
     __slots__ = ("_owner", "_d", "open", "exited", "ended", "ok", "work_ms", "path_ms", "cloud_ms",
-                 "_paths", "_clouds", "end_ms", "runs")
+                 "_paths", "_clouds", "end_ms", "exit_ms", "runs")
 
     def __init__(self, owner: StreamFrame, d: Dispatcher) -> None:
         self._owner = owner
@@ -267,7 +267,8 @@ class FrameWatch:
         self.cloud_ms: float | None = 0.0
         self._paths: dict[int, float] = {}    # request id -> run ms along its cascade, up to its end
         self._clouds: dict[int, float | None] = {}
-        self.end_ms = -math.inf
+        self.end_ms = -math.inf   # when its last request ended
+        self.exit_ms = -math.inf  # when its block exited
 
     @property
     def taken(self) -> bool:
@@ -310,9 +311,10 @@ class FrameWatch:
         """The frame's block exited: the frame ends now when nothing of it is open."""
         with self._d.lock:
             self.exited = True
+            self.exit_ms = self._d.now_ms()
             if self.open == 0:
-                if self.end_ms == -math.inf:
-                    self.end_ms = self._d.now_ms()
+                if self.end_ms == -math.inf:   # nothing was submitted in it
+                    self.end_ms = self.exit_ms
                 self._end()
 
     def _end(self) -> None:
@@ -321,7 +323,7 @@ class FrameWatch:
         self.ended = True
         hub = self._owner.stream._hub
         end = FrameEnd(self.end_ms, self.ok, self.work_ms, self.path_ms, self.cloud_ms if self.runs else None,
-                       self._d.busy_share_locked(self._d.now_ms()))
+                       self._d.busy_share_locked(self._d.now_ms()), self.exit_ms)
         hub.controller.ended(self._owner.stream.name, self._owner.decision, end)
 
 

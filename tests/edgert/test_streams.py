@@ -191,3 +191,18 @@ def test_stream_state_is_read_under_the_lock_while_others_open_and_close(rt):
     for t in readers:
         t.join()
     assert errors == []
+
+
+def test_a_cascade_stage_belongs_to_its_parents_stream_frame(rt, cnn, x):
+    """The second stage, submitted after= the first once it ended and inside another stream's frame block, is
+    the first one's frame's: the frame ends when both have, and learns both runs as its chain."""
+    with rt.stream("cascade-a", fps=10.0) as a, rt.stream("cascade-b", fps=10.0, priority="low") as b:
+        with a.frame() as fa:
+            first = cnn.submit(x).result()   # ended: nothing of fa open now, but its block is
+            with b.frame() as fb:
+                second = cnn.submit(x, after=first).result()
+            assert second.deadline_ms == fa.deadline_ms != fb.deadline_ms
+        sa = a.stats()
+        assert sa["taken"] == 1 and sa["on_time"] + sa["late"] == 1
+        assert sa["chain_ms"] > (first.latency_ms - first.queued_ms)   # both runs on its path
+        assert b.stats()["chain_ms"] == 0.0 and fb.taken   # nothing ran in b's frame
