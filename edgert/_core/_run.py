@@ -511,8 +511,11 @@ class Dispatcher:
         """``req`` ran on ``w`` until ``end``: its latency into the estimator, its end recorded; its outputs. With
         ``make_result`` False (a sync caller's request that ran on its thread, no trace) no Result is made."""
         self._observe(req.model.name, w, end - req.start_ms)
-        if w.kind != "cloud":
-            self._runs.append((end, end - req.start_ms))
+        if w.kind != "cloud":   # the busy window, pruned as it grows: memory stays flat with no stream reading it
+            runs = self._runs
+            runs.append((end, end - req.start_ms))
+            while runs[0][0] < end - BUSY_WINDOW_MS:
+                runs.popleft()
         status = OK if end <= req.deadline_ms else LATE
         outputs = dict(zip(req.model.output_names, outs))
         if make_result:

@@ -206,3 +206,15 @@ def test_a_cascade_stage_belongs_to_its_parents_stream_frame(rt, cnn, x):
         assert sa["taken"] == 1 and sa["on_time"] + sa["late"] == 1
         assert sa["chain_ms"] > (first.latency_ms - first.queued_ms)   # both runs on its path
         assert b.stats()["chain_ms"] == 0.0 and fb.taken   # nothing ran in b's frame
+
+
+def test_the_busy_window_stays_bounded_with_no_stream_reading_it(rt, cnn, x):
+    """Every local run is noted for the streams' busy share; with no stream asking, the window still forgets
+    runs older than it (memory flat however long the runtime runs)."""
+    from scheduler.streams import WINDOW_MS
+
+    t0 = rt.now_ms()
+    while rt.now_ms() - t0 < 1.3 * WINDOW_MS:   # runs spanning more than the window
+        cnn(x)
+    runs = list(rt._dispatcher._runs)
+    assert runs and runs[-1][0] - runs[0][0] <= WINDOW_MS
