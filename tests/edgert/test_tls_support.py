@@ -174,22 +174,20 @@ class TlsBroker:
             wait_port(port, up=False)
 
 
-@needs_cryptography
-def test_the_pki_verifies_as_made(tmp_path: Path) -> None:
+def test_the_pki_verifies_as_made(tls_pki: Pki) -> None:
     from cryptography import x509
 
-    pki = make_pki(tmp_path)
+    pki = tls_pki
     ctx = ssl.create_default_context(cafile=str(pki.ca))
     assert ctx.cert_store_stats()["x509_ca"] == 1
     expired = x509.load_pem_x509_certificate(pki.expired.read_bytes())
-    assert expired.not_valid_after_utc < __import__("datetime").datetime.now(__import__("datetime").timezone.utc)
+    assert expired.not_valid_after_utc < dt.datetime.now(dt.timezone.utc)
     assert x509.load_pem_x509_certificate(pki.stranger.read_bytes()).issuer.rfc4514_string() == "CN=another CA"
 
 
 @needs_mosquitto
-@needs_cryptography
-def test_the_tls_broker_listens_on_every_case_and_stops(tmp_path: Path) -> None:
-    b = TlsBroker(tmp_path, make_pki(tmp_path / "pki"))
+def test_the_tls_broker_listens_on_every_case_and_stops(tmp_path: Path, tls_pki: Pki) -> None:
+    b = TlsBroker(tmp_path, tls_pki)
     try:
         assert b.proc.poll() is None
         for case in TlsBroker.CASES:
