@@ -185,3 +185,59 @@ def test_a_worker_keeps_retrying_while_nothing_listens(tls, tmp_path: Path) -> N
         assert w.text().count("reconnecting in") >= 3 and w.proc.poll() is None, w.text()
     finally:
         assert w.stop(signal.SIGTERM) == 0, w.text()
+
+
+# -- docs/offload.md's TLS section, as printed, on a free port --------------------------------------------
+
+def test_the_documented_listener_worker_and_client_work(tmp_path: Path) -> None:
+    """The TLS section's blocks: the config block as printed (its CA, certificates, password file and
+    mosquitto.conf), then the start block and the client block with port 8883 replaced by a free one
+    (the broker and the worker started here, so that they are stopped)."""
+    import shutil
+
+    from tests.edgert.test_cloud_support import MOSQUITTO, end, started, wait_port
+    from tests.test_readme import ROOT as DOCS_ROOT, blocks
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    page = DOCS_ROOT / "docs" / "offload.md"
+    config, start, client = (next(b for b in blocks(page) if key in b.body)
+                             for key in ("mosquitto_passwd", "edgert cloud serve --broker", 'url = "mqtts://'))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    subprocess.run(["bash", "-euo", "pipefail", "-c", config.body], cwd=tmp_path, check=True, env=env, timeout=60)
+    port = str(free_port())
+    conf = (tmp_path / "mosquitto.conf").read_text().replace("listener 8883", f"listener {port} 127.0.0.1")
+    (tmp_path / "mosquitto.conf").write_text(conf + ("user root\n" if os.geteuid() == 0 else ""))
+    for p in tmp_path.iterdir():
+        p.chmod(0o644)
+    worker_url, models = "", ""
+    for line in start.body.splitlines():
+        if line.startswith("export "):
+            k, _, v = line.removeprefix("export ").partition("=")
+            env[k] = v.strip("'\"")
+        elif line.startswith("edgert cloud serve"):
+            worker_url = re.search(r'--broker "([^"]+)"', line).group(1).replace(":8883", f":{port}")
+            models = re.search(r"--models (\S+)", line).group(1)
+        elif not line.startswith("mosquitto "):
+            subprocess.run(["bash", "-euo", "pipefail", "-c", line], cwd=tmp_path, check=True, env=env, timeout=120)
+    assert MOSQUITTO is not None and worker_url and models
+    broker = started(subprocess.Popen([MOSQUITTO, "-c", str(tmp_path / "mosquitto.conf")], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL))
+    log = tmp_path / "worker.log"
+    with open(log, "wb") as fh:
+        worker = started(subprocess.Popen([sys.executable, "-m", "edgert.cli", "cloud", "serve", "--broker", worker_url,
+                                           "--models", models], cwd=tmp_path, env=env, stdout=fh,
+                                          stderr=subprocess.STDOUT))
+    try:
+        wait_port(int(port))
+        end_s = time.monotonic() + 60
+        while " ready on " not in log.read_text(errors="replace"):
+            assert worker.poll() is None and time.monotonic() < end_s, log.read_text(errors="replace")
+            time.sleep(0.05)
+        out = subprocess.run([sys.executable, "-c", client.body.replace(":8883", f":{port}")], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == ["ok", "cloud"], out.stdout
+    finally:
+        end(worker)
+        end(broker)
