@@ -91,11 +91,11 @@ ROWS = {
 @pytest.mark.parametrize("proto", PROTOS)
 def test_each_tls_failure_is_named_with_its_fix(servers, tls_pki: Pki, proto: str, row: str) -> None:
     case, tls, opts, want = ROWS[row]
-    u = url(servers, proto, case, tls=tls, connect_timeout_ms=3000, **{k: getattr(tls_pki, v) for k, v in opts.items()})
+    u = url(servers, proto, case, tls=tls, connect_timeout_ms=10_000, **{k: getattr(tls_pki, v) for k, v in opts.items()})
     t = time.monotonic()
     with pytest.raises(OffloadError) as err:
         edgert.Runtime(offload=u, cpu_workers=0)
-    assert time.monotonic() - t < 3.0
+    assert time.monotonic() - t < 10.0   # at the first attempt, not after the connect timeout
     msg = str(err.value)
     assert re.search(want, msg), f"{proto} {row}: {msg}"
     assert f"127.0.0.1:{servers[proto][case].port}" in msg and "is the server running" not in msg
