@@ -42,10 +42,9 @@ def client_context(*, ca: str | None, cert: str | None, key: str | None, insecur
             raise ConfigError(f"{what} option {opt}={path!r}: no such file")
     if key and not cert:
         raise ConfigError(f"{what} option key= needs cert= (the client certificate it belongs to)")
-    ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
     try:
-        if ca:
-            ctx.load_verify_locations(cafile=ca)
+        # with ca= only that CA is trusted (a private CA is not diluted by the system's store), else the store
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca or None)
     except (ssl.SSLError, ValueError) as exc:
         raise ConfigError(f"{what} option ca={ca!r} is not a PEM CA certificate: {exc}") from exc
     try:

@@ -72,6 +72,12 @@ def test_a_context_names_a_missing_or_unreadable_file(tmp_path: Path, tls_pki: P
     assert (ctx.verify_mode, ctx.check_hostname) == (ssl.CERT_NONE, False)
 
 
+def test_with_ca_only_that_ca_is_trusted_not_the_system_store_too(tls_pki: Pki) -> None:
+    ctx = client_context(ca=str(tls_pki.ca), cert=None, key=None, insecure=False, what="broker URL")
+    assert ctx.cert_store_stats()["x509_ca"] == 1
+    assert (ctx.verify_mode, ctx.check_hostname) == (ssl.CERT_REQUIRED, True)
+
+
 def test_a_port_where_nothing_listens_is_closed_not_a_configuration_error() -> None:
     hs = probe("127.0.0.1", free_port(), ssl.create_default_context(), 1.0)
     assert hs.outcome == "closed" and not hs.listening
