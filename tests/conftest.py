@@ -25,6 +25,16 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tls_pki(tmp_path_factory: pytest.TempPathFactory):
+    """A CA, another CA, broker/server and client certificates made once per session (tests/edgert/test_tls_support.py)."""
+    from tests.edgert.test_tls_support import HAVE_CRYPTOGRAPHY, make_pki  # noqa: PLC0415
+
+    if not HAVE_CRYPTOGRAPHY:
+        pytest.skip("the tests' CA is made with the cryptography package: pip install cryptography")
+    return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="session")
 def mediapipe_dir() -> Path:
     """The verified MediaPipe models (downloaded from PyPI once, then cached)."""
     return next(iter(zoo.fetch("mediapipe").values())).parent

@@ -4,8 +4,9 @@ A page's blocks run in order in one scratch directory per page (so a file one bl
 next can read), with the repository on ``PYTHONPATH`` and its ``edgert``
 command first on ``PATH``. An HTML comment right before a block marks it:
 ``<!-- readme-test: skip (why) -->`` (installs packages, needs hardware or the
-network: the reason is required) or ``<!-- readme-test: slow -->`` (runs under
-the ``slow`` marker). At default verbosity no native library line may reach
+network: the reason is required), ``<!-- readme-test: slow -->`` (runs under
+the ``slow`` marker) or ``<!-- readme-test: needs TOOL ... -->`` (skipped, saying
+which, where a command it runs is not installed). At default verbosity no native library line may reach
 stderr. docs/design.md is left out: it is the contract, and its blocks are synopses of the API.
 """
 
@@ -59,7 +60,7 @@ def test_the_readme_has_runnable_blocks_and_skips_say_why() -> None:
     found = blocks()
     assert sum(b.lang == "python" for b in found) >= 2 and sum(b.lang == "bash" for b in found) >= 2
     for b in (b for page in PAGES for b in blocks(page)):
-        assert b.mark in ("", "slow") or re.fullmatch(r"skip \(.+\)", b.mark), f"{_where(b)}: {b.mark!r}"
+        assert b.mark in ("", "slow") or re.fullmatch(r"skip \(.+\)|needs( [\w.-]+)+", b.mark), f"{_where(b)}: {b.mark!r}"
 
 
 _SCRATCH: dict[Path, Path] = {}
@@ -89,11 +90,22 @@ def _env(scratch: Path) -> dict[str, str]:
     return env
 
 
+def _which(tool: str) -> str | None:
+    """``tool`` on PATH, or in /usr/sbin (mosquitto's place on Debian, off a user's PATH)."""
+    import shutil  # noqa: PLC0415
+
+    return shutil.which(tool) or shutil.which(tool, path="/usr/sbin")
+
+
 def _params() -> list[object]:
     out = []
     for page in PAGES:
         for i, b in enumerate(blocks(page)):
             marks = [pytest.mark.slow] if b.mark == "slow" else []
+            if b.mark.startswith("needs "):
+                missing = [t for t in b.mark.split()[1:] if _which(t) is None]
+                if missing:
+                    marks.append(pytest.mark.skip(reason=f"{', '.join(missing)} not installed"))
             if b.mark.startswith("skip"):
                 continue   # listed and justified: test_the_readme_has_runnable_blocks_and_skips_say_why
             name = "" if page == README else f"{page.stem}-"

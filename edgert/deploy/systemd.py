@@ -33,6 +33,9 @@ def service_unit(command: str, home: str, user: str | None) -> str:
         f"ExecStart={shlex.join(argv)}",
         "Restart=on-failure",
         "RestartSec=2",
+        # exit status 2 is a configuration error (a broker certificate that cannot be verified, refused
+        # credentials, a bad option): restarting would fail the same way forever
+        "RestartPreventExitStatus=2",
         "",
         "[Install]",
         "WantedBy=multi-user.target",

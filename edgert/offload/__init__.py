@@ -14,6 +14,8 @@
                                  └── EmbeddedCloud (_embedded)  ``"auto"``: amqtt broker + local worker
     edgert cloud serve ─ CloudServer (server)              asyncio worker answering requests
     both ends ─ _wire (EDG1 frames: JSON header + .npy blobs), _config (URLs, digests)
+    TLS ─ _tls (client contexts; a failed handshake asked once more and named: certificate, client
+          certificate, TLS mismatch), _broker_check (the same for an MQTT port, client and worker)
 
 Importing this package imports no MQTT or protocol library; the modules that need paho-mqtt,
 aiomqtt, amqtt, tritonclient or mlserver import them when used.

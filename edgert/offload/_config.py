@@ -7,6 +7,7 @@ worker (:mod:`edgert.offload.server`).
 from __future__ import annotations
 
 import os
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -94,6 +95,19 @@ def parse_broker_url(url: str) -> CloudConfig:
     if fields.get("qos", 1) not in (0, 1) or fields.get("capacity", 1) < 1:
         raise ConfigError(f"broker URL {url!r}: qos must be 0 or 1 and capacity >= 1")
     return replace(cfg, **fields)
+
+
+def tls_context(cfg: CloudConfig) -> ssl.SSLContext | None:
+    """The TLS context of a broker connection (None for ``mqtt://``), from the URL's ca, cert, key, insecure.
+
+    Raises:
+        ConfigError: a file that is missing or not PEM.
+    """
+    if not cfg.tls:
+        return None
+    from edgert.offload._tls import client_context  # noqa: PLC0415
+
+    return client_context(ca=cfg.ca, cert=cfg.cert, key=cfg.key, insecure=cfg.insecure, what="broker URL")
 
 
 def url_flag(v: str) -> bool:

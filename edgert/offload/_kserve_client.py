@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from delegates.base import Artifact, Delegate, Session, TensorSpec
-from edgert.errors import ModelLoadError, OffloadError
+from edgert.errors import ConfigError, ModelLoadError, OffloadError
 from edgert.offload._kserve_config import KServeConfig
 from edgert.offload._kserve_transport import (
     DATATYPES,
@@ -35,6 +35,7 @@ from edgert.offload._kserve_transport import (
     Unreachable,
     datatype_of,
 )
+from edgert.offload._tls import Diagnosis, client_context, diagnose
 
 log = logging.getLogger("edgert.offload")
 
@@ -49,7 +50,10 @@ class KServeLink:
     """One client of one Open Inference Protocol server, shared by every session of a runtime.
 
     Raises:
-        OffloadError: (constructor) no server answered ``live`` at the address.
+        OffloadError: (constructor) no server answered ``live`` at the address, or a TLS handshake failed
+            in a way no retry fixes (the server's certificate cannot be verified, it refused the client
+            certificate, TLS against a plain port or the other way round): the message names the cause
+            and the fix.
     """
 
     def __init__(self, cfg: KServeConfig) -> None:
@@ -73,6 +77,9 @@ class KServeLink:
             self.rtt_ms = min(rtts)
         except TransportError as exc:
             self.transport.close()
+            problem = None if isinstance(exc, Refused) else diagnose_server(cfg).problem
+            if problem is not None:
+                raise OffloadError(problem) from exc
             raise OffloadError(f"no Open Inference Protocol server answered at {cfg.url()}: {exc} "
                                f"({_hint(cfg, str(exc))})") from exc
 
@@ -122,12 +129,46 @@ class KServeLink:
 
 
 def _hint(cfg: KServeConfig, error: str) -> str:
-    """What to check when no server answered, from the error's words."""
+    """What to check when no server answered and :func:`diagnose_server` found no TLS problem."""
     if "CERTIFICATE_VERIFY_FAILED" in error.upper():
         return "the server's certificate is not trusted here: give its CA with ?ca=PATH"
     if not cfg.tls and ("Socket closed" in error or "RemoteDisconnected" in error):
         return "a TLS port? use kserves:// or kserve+https://"
     return f"is the server running, and is {cfg.protocol.upper()} its protocol on port {cfg.port}?"
+
+
+#: HTTP/2's client preface and an empty SETTINGS frame: a gRPC server answers with its SETTINGS frame.
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def diagnose_server(cfg: KServeConfig, timeout_s: float = 2.0) -> Diagnosis:
+    """Why a connection to the server failed, when it is a TLS configuration error no retry fixes.
+
+    gRPC reports a failed handshake as "failed to connect to all addresses" (with the reason only
+    sometimes in its words), so the port is asked once more with Python's TLS and the same options
+    (:func:`edgert.offload._tls.diagnose`): a certificate that cannot be verified (unknown CA, another
+    host name, expired), a client certificate the server refused, or TLS against a plain port and the
+    other way round.
+    """
+    ctx = None
+    if cfg.tls:
+        try:
+            ctx = client_context(ca=cfg.ca, cert=cfg.cert, key=cfg.key, insecure=cfg.insecure, what="kserve URL")
+        except ConfigError as exc:
+            return Diagnosis(True, str(exc))
+        ctx.set_alpn_protocols(["h2"] if cfg.protocol == "grpc" else ["http/1.1"])
+    if cfg.protocol == "grpc":
+        hello, answered = _H2_HELLO, (lambda b: len(b) >= 4 and b[3] == 0x04)   # a SETTINGS frame
+        tls_scheme, plain_scheme = "kserves", "kserve"
+    else:
+        hello = f"GET /v2/health/live HTTP/1.1\r\nHost: {cfg.host}\r\nConnection: close\r\n\r\n".encode()
+        answered, tls_scheme, plain_scheme = (lambda b: b.startswith(b"HTTP/")), "kserve+https", "kserve+http"
+    where = f"{cfg.host}:{cfg.port}"
+    return diagnose(cfg.host, cfg.port, ctx, hello=hello, answered=answered, server=f"kserve server {cfg.url()}",
+                    ca=cfg.ca, cert=cfg.cert, insecure_hint=cfg.protocol == "http",
+                    use_tls=f"use {tls_scheme}://{where}?ca=PATH (PATH: the CA that signed the server's certificate)",
+                    use_plain=f"use {plain_scheme}://{where}, or {tls_scheme}:// to the server's TLS port",
+                    timeout_s=timeout_s)
 
 
 class KServeSession(Session):

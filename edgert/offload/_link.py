@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import itertools
 import socket
-import ssl
 import threading
 import time
 import uuid
@@ -34,7 +33,8 @@ from typing import Any
 import numpy as np
 
 from edgert.errors import OffloadError
-from edgert.offload._config import CloudConfig
+from edgert.offload._broker_check import check_broker
+from edgert.offload._config import CloudConfig, tls_context
 from edgert.offload._wire import WireError, decode_arrays, decode_header, encode
 
 # A model name is one topic level: wildcards, separators and NUL become "_" (the header has the real name).
@@ -61,7 +61,11 @@ class MqttLink:
     with "lost the broker connection".
 
     Raises:
-        OffloadError: (constructor) the broker is not reachable within ``connect_timeout_s``.
+        OffloadError: (constructor) the broker is not reachable within ``connect_timeout_s``, refused the
+            credentials, or a TLS handshake failed in a way no retry fixes (the broker's certificate cannot
+            be verified, it refused the client certificate, TLS against a plain port or the other way
+            round): raised at the first failed attempt, naming the cause and the fix.
+        ConfigError: (constructor) a ``ca``/``cert``/``key`` file that is missing or not PEM.
     """
 
     def __init__(self, cfg: CloudConfig, connect_timeout_s: float = 5.0) -> None:
@@ -76,6 +80,8 @@ class MqttLink:
         self._connected = threading.Event()
         self._closed = False
         self._refused: str | None = None
+        self._attempt_failed = threading.Event()
+        self._ever_connected = False
         self.rtt_ms: float | None = None
         self.bandwidth_mbps: float | None = None
         self.reconnects = 0
@@ -83,15 +89,15 @@ class MqttLink:
                         protocol=mqtt.MQTTv311, clean_session=True)
         if cfg.username:
             c.username_pw_set(cfg.username, cfg.password)
-        if cfg.tls:
-            c.tls_set(ca_certs=cfg.ca, certfile=cfg.cert, keyfile=cfg.key,
-                      cert_reqs=ssl.CERT_NONE if cfg.insecure else ssl.CERT_REQUIRED)
-            if cfg.insecure:
-                c.tls_insecure_set(True)
+        self._ssl = tls_context(cfg)
+        if self._ssl is not None:
+            c.tls_set_context(self._ssl)
+            c.tls_insecure_set(cfg.insecure)
         c.reconnect_delay_set(0.05, 5)  # type: ignore[arg-type]  # paho takes float seconds
         c.max_inflight_messages_set(max(20, 4 * cfg.capacity))
         c.on_socket_open = _nodelay
         c.on_connect = self._on_connect
+        c.on_connect_fail = self._on_connect_fail
         c.on_disconnect = self._on_disconnect
         c.on_message = self._on_message
         self._client = c
@@ -100,16 +106,41 @@ class MqttLink:
         except (OSError, ValueError) as exc:
             raise OffloadError(f"cannot connect to the MQTT broker at {cfg.url()}: {exc}") from exc
         c.loop_start()
-        end = time.monotonic() + connect_timeout_s
+        self._wait_connected(connect_timeout_s)
+
+    def _wait_connected(self, timeout_s: float) -> None:
+        """Wait for the first CONNACK. paho retries a failed attempt in its thread and keeps only "connection
+        failed", so after each failed attempt the broker's port is asked once more what it was
+        (:func:`check_broker`): a configuration error (a certificate, TLS against a plain port …) is raised
+        at once; while nothing listens, the wait goes on (a broker may be starting)."""
+        cfg = self.cfg
+        end = time.monotonic() + timeout_s
+        listening = False
+        likely: str | None = None
         while not self._connected.wait(0.02) and self._refused is None and time.monotonic() < end:
-            pass
-        if not self._connected.is_set():
-            self.close()
-            if self._refused is not None:
-                raise OffloadError(f"the MQTT broker at {cfg.url()} refused the connection: {self._refused} "
-                                   "(check the username/password in the broker URL or EDGERT_MQTT_PASSWORD)")
-            raise OffloadError(f"no MQTT broker answered at {cfg.url()} within {connect_timeout_s:g} s "
-                               "(is mosquitto running? start one, or use offload='auto')")
+            if not self._attempt_failed.is_set():
+                continue
+            self._attempt_failed.clear()
+            check = check_broker(cfg, self._ssl, max(0.1, min(2.0, end - time.monotonic())))
+            listening = listening or check.listening
+            likely = check.problem or likely
+            if check.problem is not None and check.sure and not self._connected.is_set():
+                self.close()
+                raise OffloadError(check.problem)
+        if self._connected.is_set():
+            return
+        self.close()
+        if self._refused is not None:
+            raise OffloadError(f"the MQTT broker at {cfg.url()} refused the connection: {self._refused} "
+                               "(check the username/password in the broker URL or EDGERT_MQTT_PASSWORD)")
+        if likely is not None:
+            raise OffloadError(likely)
+        if listening:
+            raise OffloadError(f"something listens at {cfg.url()} but did not complete an MQTT connection within "
+                               f"{timeout_s:g} s (is it an MQTT broker, and is {'TLS' if cfg.tls else 'plain MQTT'} "
+                               f"what port {cfg.port} speaks?)")
+        raise OffloadError(f"no MQTT broker answered at {cfg.url()} within {timeout_s:g} s "
+                           "(is mosquitto running? start one, or use offload='auto')")
 
     # paho callbacks (its network thread)
     def _on_connect(self, client: Any, _u: Any, _f: Any, rc: Any, _p: Any = None) -> None:
@@ -117,9 +148,15 @@ class MqttLink:
             self._refused = str(rc)
             return
         client.subscribe(self.reply_topic, qos=self.cfg.qos)
+        self._ever_connected = True
         self._connected.set()
 
+    def _on_connect_fail(self, _c: Any, _u: Any) -> None:
+        self._attempt_failed.set()   # the TCP connection or the TLS handshake failed (paho keeps no cause)
+
     def _on_disconnect(self, _c: Any, _u: Any, _f: Any, rc: Any, _p: Any = None) -> None:
+        if not self._ever_connected:
+            self._attempt_failed.set()   # closed before the CONNACK: e.g. mqtt:// to a TLS port
         self._connected.clear()
         if not self._closed:
             self.reconnects += 1

@@ -16,8 +16,11 @@ error with a code — ``bad_request``, ``unknown_model``, ``too_large``,
 ``internal_error`` for a bug of ours (logged at ERROR with its traceback).
 Garbage without a usable reply topic is logged and counted; the worker keeps
 serving. SIGTERM / SIGINT drain: unsubscribe, finish and answer what is in
-flight (up to ``drain_s``), then disconnect. A lost broker is retried with
-exponential backoff (100 ms … 5 s).
+flight (up to ``drain_s``), then disconnect. A lost or unreachable broker is
+retried with exponential backoff (100 ms … 5 s); a configuration error, which
+no retry fixes (refused credentials, a broker certificate that cannot be
+verified, a refused client certificate, a TLS mismatch), ends the worker with
+:class:`OffloadError` (``edgert cloud serve``: one line, exit status 2).
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ from typing import Any
 import numpy as np
 
 from delegates.base import Artifact, Delegate, Session
-from edgert.errors import EdgeRTError
-from edgert.offload._config import DEFAULT_GROUP, CloudConfig, digest_of
+from edgert.errors import EdgeRTError, OffloadError
+from edgert.offload._broker_check import check_broker
+from edgert.offload._config import DEFAULT_GROUP, CloudConfig, digest_of, tls_context
 from edgert.offload._wire import (
     WireError,
     decode_arrays,
@@ -50,6 +54,8 @@ from edgert.offload._wire import (
 log = logging.getLogger("edgert.cloud")
 
 _FORMATS = {".onnx": "onnx", ".tflite": "tflite"}
+#: CONNACK reason codes (MQTT 5 values, as paho reports MQTT 3.1.1's 4 and 5) that refuse the credentials.
+_CREDENTIALS_REFUSED = (4, 5, 134, 135)
 
 
 @dataclass(eq=False)
@@ -167,9 +173,16 @@ class CloudServer:
         self._n_slots = slots
         self._tasks: set[asyncio.Task[None]] = set()
         self.ready = asyncio.Event()
+        self._ssl = tls_context(cfg)
 
     async def serve(self, stop: asyncio.Event) -> None:
-        """Connect (retrying with backoff), answer requests until ``stop``, then drain and disconnect."""
+        """Connect (retrying with backoff), answer requests until ``stop``, then drain and disconnect.
+
+        Raises:
+            OffloadError: a configuration error no retry fixes: the broker refused the credentials, its
+                certificate cannot be verified, it refused the client certificate, or TLS and plain MQTT
+                do not match (an unreachable or restarting broker is retried instead).
+        """
         import aiomqtt  # noqa: PLC0415
 
         self._slots = asyncio.Queue()
@@ -195,6 +208,9 @@ class CloudServer:
                     reader.result()  # re-raise the reader's MqttError, if any
             except aiomqtt.MqttError as exc:
                 self.ready.clear()
+                fatal = await self._configuration_error(aiomqtt, exc)
+                if fatal is not None:
+                    raise OffloadError(fatal) from exc   # `edgert cloud serve` prints it and exits with status 2
                 log.warning("broker %s: %s; reconnecting in %.1f s", self.cfg.url(), exc, backoff)
                 try:
                     await asyncio.wait_for(stop.wait(), backoff)
@@ -203,16 +219,33 @@ class CloudServer:
                 backoff = min(backoff * 2, 5.0)
 
     def _client(self, aiomqtt: Any) -> Any:
-        tls = None
-        if self.cfg.tls:
+        tls: dict[str, Any] = {}
+        if self.cfg.insecure and self.cfg.tls:
             import ssl  # noqa: PLC0415
 
-            tls = aiomqtt.TLSParameters(ca_certs=self.cfg.ca, certfile=self.cfg.cert, keyfile=self.cfg.key,
-                                        cert_reqs=ssl.CERT_NONE if self.cfg.insecure else ssl.CERT_REQUIRED)
+            # aiomqtt turns host name checking off only with TLSParameters
+            tls = {"tls_params": aiomqtt.TLSParameters(ca_certs=self.cfg.ca, certfile=self.cfg.cert,
+                                                       keyfile=self.cfg.key, cert_reqs=ssl.CERT_NONE),
+                   "tls_insecure": True}
+        elif self._ssl is not None:
+            tls = {"tls_context": self._ssl}
         return aiomqtt.Client(self.cfg.host, self.cfg.port, username=self.cfg.username, password=self.cfg.password,
                               identifier=self.worker_id, protocol=aiomqtt.ProtocolVersion.V311, clean_session=True,
-                              keepalive=15, tls_params=tls, tls_insecure=self.cfg.insecure or None,
-                              socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+                              keepalive=15, socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)], **tls)
+
+    async def _configuration_error(self, aiomqtt: Any, exc: Exception) -> str | None:
+        """Why connecting failed when no retry can fix it (refused credentials, a broker certificate that
+        cannot be verified, a refused client certificate, TLS against a plain port or the other way
+        round), else None (the broker is unreachable or restarting: retry). aiomqtt keeps only the words
+        of a failed handshake, so the port is asked once more (:func:`check_broker`)."""
+        rc = getattr(exc, "rc", None)
+        if isinstance(exc, aiomqtt.MqttCodeError) and getattr(rc, "value", rc) in _CREDENTIALS_REFUSED:
+            user = f" of user {self.cfg.username!r}" if self.cfg.username else " (no username given)"
+            return (f"the MQTT broker at {self.cfg.url()} refused the credentials{user}: {rc} (check --username, "
+                    "the broker URL's user:password, or the password's environment variable, --password-env, "
+                    "default EDGERT_MQTT_PASSWORD)")
+        check = await asyncio.get_running_loop().run_in_executor(None, check_broker, self.cfg, self._ssl, 2.0)
+        return check.problem if check.sure else None
 
     async def _read(self, client: Any) -> None:
         async for message in client.messages:
@@ -346,6 +379,8 @@ def serve_forever(cfg: CloudConfig, models: str | Path, *, group: str = DEFAULT_
 
     Raises:
         EdgeRTError: the models directory is missing.
+        ConfigError: a ca/cert/key file that is missing or not PEM.
+        OffloadError: a configuration error no retry fixes (see :meth:`CloudServer.serve`).
     """
     server = CloudServer(cfg, models, group=group, slots=slots, worker_id=worker_id, drain_s=drain_s)
 

@@ -124,6 +124,9 @@ def test_venv_and_service(setup: dict[str, Any]) -> None:
     unit = (setup["root"] / "etc/systemd/system/edgert-app.service").read_text()
     assert "ExecStart=/home/nvidia/edgert/venv/bin/edgert run xr-demo --seconds 0" in unit
     assert "User=nvidia" in unit and (setup["root"] / "home/nvidia/edgert/venv/bin/python").is_file()
+    # a configuration error (exit status 2: an unverifiable broker certificate, refused credentials) is
+    # not restarted forever; any other failure is
+    assert "Restart=on-failure" in unit and "RestartPreventExitStatus=2" in unit.splitlines()
 
 
 def test_service_without_sudo_still_writes_the_profile(setup: dict[str, Any], capsys: pytest.CaptureFixture) -> None:

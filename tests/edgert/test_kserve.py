@@ -225,7 +225,8 @@ def test_tls_with_the_servers_ca_and_a_clear_error_without_it(server: KServeServ
                 m = rt.load(server.models / "cnn.onnx", name="cnn", slo_ms=2_000.0)
                 np.testing.assert_allclose(m(x)["logits"], want, rtol=1e-6)
         for url in (f"kserves://127.0.0.1:{grpc_tls.port}", f"kserve+https://127.0.0.1:{http_tls.port}"):
-            with pytest.raises(OffloadError, match=r"answered at kserve.*not trusted here: give its CA with \?ca=PATH"):
+            with pytest.raises(OffloadError, match=r"kserve server kserve.* presented a TLS certificate that cannot be "
+                                                   r"verified: .*give the CA that signed it with \?ca=PATH"):
                 edgert.Runtime(cpu_workers=0, offload=url + "?connect_timeout_ms=1000")
     finally:
         grpc_tls.stop()

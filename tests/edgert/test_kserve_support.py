@@ -170,3 +170,78 @@ class TlsTerminator:
         self._loop.call_soon_threadsafe(self._server.close)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+
+
+class HealthServer:
+    """A test double of an Open Inference Protocol server that answers only the health calls (``live``,
+    ``ready``), behind real TLS: grpc's own TLS server (``proto="grpc"``, the protocol's servicer from
+    tritonclient) or the standard library's HTTPS server (``proto="http"``). ``cert``/``key``: its
+    certificate (None: no TLS); ``client_ca``: require a client certificate signed by it (mutual TLS)."""
+
+    def __init__(self, proto: str, cert: Path | None, key: Path | None, client_ca: Path | None = None) -> None:
+        self.proto = proto
+        if proto == "grpc":
+            self._server, self.port = self._grpc(cert, key, client_ca)
+        else:
+            self._server, self.port = self._http(cert, key, client_ca)
+
+    @staticmethod
+    def _grpc(cert: Path | None, key: Path | None, client_ca: Path | None) -> tuple[object, int]:
+        from concurrent import futures
+
+        import grpc
+        import tritonclient.grpc.service_pb2 as pb
+        import tritonclient.grpc.service_pb2_grpc as svc
+
+        class Health(svc.GRPCInferenceServiceServicer):
+            def ServerLive(self, request: object, context: object) -> object:  # noqa: N802 - the protocol's name
+                return pb.ServerLiveResponse(live=True)
+
+            def ServerReady(self, request: object, context: object) -> object:  # noqa: N802
+                return pb.ServerReadyResponse(ready=True)
+
+        s = grpc.server(futures.ThreadPoolExecutor(2))
+        svc.add_GRPCInferenceServiceServicer_to_server(Health(), s)
+        if cert is None or key is None:
+            port = s.add_insecure_port("127.0.0.1:0")
+        else:
+            creds = grpc.ssl_server_credentials([(key.read_bytes(), cert.read_bytes())],
+                                                root_certificates=client_ca.read_bytes() if client_ca else None,
+                                                require_client_auth=client_ca is not None)
+            port = s.add_secure_port("127.0.0.1:0", creds)
+        s.start()
+        return s, port
+
+    @staticmethod
+    def _http(cert: Path | None, key: Path | None, client_ca: Path | None) -> tuple[object, int]:
+        import ssl
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Health(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                self.send_response(200 if self.path in ("/v2/health/live", "/v2/health/ready") else 404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Health)
+        if cert is not None and key is not None:
+            ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ctx.load_cert_chain(cert, key)
+            if client_ca is not None:
+                ctx.load_verify_locations(client_ca)
+                ctx.verify_mode = ssl.CERT_REQUIRED
+            httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        return httpd, httpd.server_address[1]
+
+    def stop(self) -> None:
+        """Stop serving and close the port."""
+        if self.proto == "grpc":
+            self._server.stop(None).wait(5)  # type: ignore[attr-defined]
+        else:
+            self._server.shutdown()  # type: ignore[attr-defined]
+            self._server.server_close()  # type: ignore[attr-defined]
