@@ -35,6 +35,7 @@ import math
 import multiprocessing as mp
 import os
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -199,7 +200,7 @@ def one_run(system: str, frames: list[np.ndarray], users: int, seconds: float,
     with edgert.Runtime(scheduler=EdgertPolicy(keep_room=system == ABLATION), urgent_workers=urgent_workers_for(levels)) as rt:
         answers = edgert_answers(rt, frames, users, levels)
         tallies = run_cell(answers, len(frames), seconds)
-        return tallies, _ladder_steps(rt)
+        return tallies, [f"thread priorities {rt.thread_priority}", *_ladder_steps(rt)]
 
 
 def rows_of(cell: str, run: int, system: str, tallies: dict[str, Tally], seconds: float,
@@ -307,7 +308,16 @@ def main() -> int:
     ap.add_argument("--priority", default=DEFAULT_PRIORITY, help="stream=level,… for the edgert+prio runs")
     ap.add_argument("--frames", default=None, help="a directory of images (default: the moving sample scene)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "xr_overload.md"))
+    ap.add_argument("--unprivileged", action="store_true",
+                    help="run as a process without CAP_SYS_NICE (capsh --drop=cap_sys_nice), as an app its user "
+                         "runs: the runtime then reports thread priorities off")
     args = ap.parse_args()
+    if args.unprivileged and os.geteuid() == 0:
+        argv = [a for a in sys.argv[1:] if a != "--unprivileged"]
+        if "--out" not in argv:
+            argv += ["--out", str(Path(args.out).with_name(Path(args.out).stem + "_unprivileged.md"))]
+        cmd = " ".join([sys.executable, str(Path(__file__).resolve()), *argv])
+        return subprocess.call(["capsh", "--drop=cap_sys_nice", "--", "-c", cmd])
     from scheduler.priority import parse_levels  # noqa: PLC0415
 
     priority = parse_levels(args.priority, [n for n, _ in STREAMS])
