@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import os
 import sys
 import threading
 import time
@@ -67,30 +66,23 @@ def pace(fn: Callable[[], bool], fps: float, seconds: float, lat: list[float], s
         k = max(k + 1, int((time.perf_counter() - start) / period))
 
 
-def _cpu_s(pid: int | None) -> float:
-    """CPU seconds of this process, plus those of process ``pid`` (Linux ``/proc``) when given."""
-    if pid is None:
-        return time.process_time()
-    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return time.process_time() + (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def run_streams(makers: list[tuple[str, float, Callable[[], bool]]], seconds: float,
-                pid: int | None = None) -> tuple[list[dict], float]:
+                peer: mp_ref.Peer | None = None) -> tuple[list[dict], float]:
     """Run every (name, fps, fn) in its own thread; per-stream stats (with ``missed_at``: the start,
     ``perf_counter`` s, of each frame not finished within its period; ``start_s``: the first frame's)
-    and cores used (this process's and, given, process ``pid``'s)."""
+    and cores used (this process's and, given, MediaPipe's ``peer``'s)."""
     lats: list[list[float]] = [[] for _ in makers]
     missed: list[list[float]] = [[] for _ in makers]
     start = time.perf_counter() + 0.2
-    cpu0, w0 = _cpu_s(pid), time.perf_counter()
+    cpu = (lambda: time.process_time() + peer.cpu_s()) if peer is not None else time.process_time
+    cpu0, w0 = cpu(), time.perf_counter()
     threads = [threading.Thread(target=pace, args=(fn, fps, seconds, lats[i], start, missed[i]))
                for i, (_, fps, fn) in enumerate(makers)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    cores = (_cpu_s(pid) - cpu0) / (time.perf_counter() - w0)
+    cores = (cpu() - cpu0) / (time.perf_counter() - w0)
     out = []
     for (name, fps, _), lat, miss in zip(makers, lats, missed):
         a = np.asarray(lat) if lat else np.array([np.inf])
@@ -116,7 +108,7 @@ def run_mediapipe(frame: np.ndarray, users: int, seconds: float) -> tuple[list[d
                 sol.process(0)   # warm up (graph start)
                 makers.append((f"{name}#{u}", fps, lambda p=sol.process: p(0) is not None))
         try:
-            return run_streams(makers, seconds, pid=peer.pid)
+            return run_streams(makers, seconds, peer=peer)
         finally:
             for sol in sols:
                 sol.close()

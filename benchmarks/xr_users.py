@@ -128,11 +128,12 @@ def pace(answer: Callable[[int], Answer], fps: float, user: int, frames: int, se
 
 
 def run_cell(answers: list[tuple[str, float, int, Callable[[int], Answer]]], frames: int, seconds: float,
-             sample_every: int) -> tuple[dict[str, Tally], float]:
-    """Every (name, fps, user, answer) on its own thread for ``seconds``; tallies and cores used."""
+             sample_every: int, cpu_s: Callable[[], float] = time.process_time) -> tuple[dict[str, Tally], float]:
+    """Every (name, fps, user, answer) on its own thread for ``seconds``; tallies and cores used (by ``cpu_s``'s
+    clock: this process's CPU seconds, or with MediaPipe's process's added)."""
     tallies = {name: Tally() for name, *_ in answers}
     start = time.perf_counter() + 0.2
-    cpu0, w0 = time.process_time(), time.perf_counter()
+    cpu0, w0 = cpu_s(), time.perf_counter()
     n = len(answers)   # the streams' periods start spread over one camera period, as in edgert run xr-demo
     threads = [threading.Thread(target=pace, args=(fn, fps, user, frames, seconds, start, tallies[name], sample_every,
                                                    j / n / CAMERA_FPS))
@@ -141,7 +142,7 @@ def run_cell(answers: list[tuple[str, float, int, Callable[[int], Answer]]], fra
         t.start()
     for t in threads:
         t.join()
-    return tallies, (time.process_time() - cpu0) / (time.perf_counter() - w0)
+    return tallies, (cpu_s() - cpu0) / (time.perf_counter() - w0)
 
 
 def _mp_answer(kind: str, r: mp_ref.Reference) -> Answer:
@@ -169,12 +170,23 @@ def mediapipe_answers(frames: list[np.ndarray], users: int) -> tuple[list, Calla
         peer.close()
         raise
 
-    def close() -> None:
-        for x in sols:
-            x.close()
-        peer.close()
+    return out, _PeerClose(sols, peer)
 
-    return out, close
+
+@dataclass(slots=True)
+class _PeerClose:
+    """Closes MediaPipe's solutions and process (called); ``cpu_s``: this process's CPU seconds plus that one's."""
+
+    sols: list[mp_ref.Solutions]
+    peer: mp_ref.Peer
+
+    def __call__(self) -> None:
+        for x in self.sols:
+            x.close()
+        self.peer.close()
+
+    def cpu_s(self) -> float:
+        return time.process_time() + self.peer.cpu_s()
 
 
 def _name(stream: str, user: int, users: int) -> str:
@@ -292,7 +304,8 @@ def main() -> int:
                         answers, close = mediapipe_answers(frames, users)
                     else:
                         answers, close = edgert_answers(rt, frames, users), (lambda: None)
-                    tallies, cores = run_cell(answers, len(frames), args.seconds, args.sample_every)
+                    tallies, cores = run_cell(answers, len(frames), args.seconds, args.sample_every,
+                                              getattr(close, "cpu_s", time.process_time))
                     close()
                     rows += rows_of(system, users, hog, tallies, cores, args.seconds, ref, diag)
                 for r in rows[-len(args.systems) * 4 * users:]:

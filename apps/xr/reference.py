@@ -199,6 +199,11 @@ class Peer:
         """The process's id (for its memory)."""
         return self.proc.pid
 
+    def cpu_s(self) -> float:
+        """CPU seconds the process has used so far, all its threads, user + system (Linux ``/proc``)."""
+        f = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
     def _log_tail(self) -> str:
         try:
             return " | ".join(self.log.read_text(errors="replace").strip().splitlines()[-3:]) or "no output"
