@@ -4,8 +4,9 @@ Makes a new venv with ``--python`` (default: this interpreter), then runs each l
 "Two commands" block with bash in the checkout (or, with ``--clone``, in a fresh ``git clone`` of its
 HEAD), the venv first on ``PATH`` as if activated and nothing of the caller's ``PYTHONPATH``. Each
 command's output goes to its log beside the venv; each gets one report line (✓ or ✗, exit status,
-seconds) and the last lines of its output. ``--also CMD`` runs more commands the same way afterwards
-(e.g. a one-cell ``edgert sweep``). Exits 0 when every command succeeded, else 1.
+seconds) after the demo's per-stream lines, pytest's summary and the last lines of its output.
+``--also CMD`` runs more commands the same way afterwards (e.g. a one-cell ``edgert sweep``). Exits 0
+when every command succeeded, else 1.
 
     python tools/newcomer.py --python python3.13            # what .ci/run does for the second Python
     python tools/newcomer.py --python ~/.pyenv/versions/3.12.1/bin/python --clone --only 1 \\
@@ -25,6 +26,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: lines of a command's output that its report repeats: the demo's per-stream results, pytest's summary
+KEY_LINES = re.compile(r"frames whose whole cascade met its deadline|^=* ?\d+ (passed|failed)|^=* ?\d+ failed")
 
 
 def readme_commands(readme: Path) -> list[str]:
@@ -59,7 +62,8 @@ def run(cmd: str, cwd: Path, env: dict[str, str], log: Path, timeout_s: float, t
             rc = None
     s = time.perf_counter() - t0
     lines = log.read_text(errors="replace").splitlines()
-    for line in lines[-tail:] if tail else []:
+    shown = lines[-tail:] if tail else []
+    for line in [x for x in lines[:len(lines) - len(shown)] if KEY_LINES.search(x)] + shown:
         print(f"    {line}")
     mark = "✓" if rc == 0 else "✗"
     status = f"exit {rc}" if rc is not None else f"timed out after {timeout_s:.0f} s"
