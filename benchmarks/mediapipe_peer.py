@@ -3,11 +3,12 @@
 One user = four streams, each paced by its own thread at its rate with latest-frame pacing, as an
 app would run them: face mesh with iris (30 fps), hands full (30 fps), pose full (30 fps), selfie
 segmentation (15 fps). 1×, 2×, 3× users, idle and beside a fixed CPU hog (one busy process).
-MediaPipe runs its solutions in video mode (one graph per stream); edgert runs ``Pipelines`` with
-tracking on one shared runtime, every request carrying its frame's deadline (the period).
+MediaPipe runs its solutions in video mode (one graph per stream) in its own process and venv
+(``apps.xr.reference``); edgert runs ``Pipelines`` with tracking on one shared runtime, every request
+carrying its frame's deadline (the period).
 
 Per stream: share of its periods that produced a frame finished within the period, p50 / p99 frame
-latency; per run: cores used (process CPU time / wall time). Writes benchmarks/results/mediapipe_peer.md.
+latency; per run: cores used (CPU time of the processes / wall time). Writes benchmarks/results/mediapipe_peer.md.
 
     python benchmarks/mediapipe_peer.py [--seconds 10] [--loads 1 2 3]
 
@@ -33,23 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import edgert  # noqa: E402
 from _common import host_line  # noqa: E402
 from apps.xr import Pipelines, assets  # noqa: E402
+from apps.xr import reference as mp_ref  # noqa: E402
 
 STREAMS = (("face", 30.0), ("hands", 30.0), ("pose", 30.0), ("segmentation", 15.0))
 _OFF = {"max_hands": 0, "max_faces": 0, "pose": False, "segmentation": False}
 EDGERT_CONFIG = {"face": {**_OFF, "max_faces": 1}, "hands": {**_OFF, "max_hands": 2},
                  "pose": {**_OFF, "pose": True}, "segmentation": {**_OFF, "segmentation": True}}
-
-
-def mediapipe_stream(name: str) -> Callable[[np.ndarray], object]:
-    """A MediaPipe solution in video mode for one stream."""
-    import mediapipe as mpipe
-
-    s = mpipe.solutions
-    sol = {"face": lambda: s.face_mesh.FaceMesh(static_image_mode=False, max_num_faces=1, refine_landmarks=True),
-           "hands": lambda: s.hands.Hands(static_image_mode=False, max_num_hands=2, model_complexity=1),
-           "pose": lambda: s.pose.Pose(static_image_mode=False, model_complexity=1),
-           "segmentation": lambda: s.selfie_segmentation.SelfieSegmentation(model_selection=0)}[name]()
-    return sol.process
 
 
 def pace(fn: Callable[[], bool], fps: float, seconds: float, lat: list[float], start: float,
@@ -76,21 +66,23 @@ def pace(fn: Callable[[], bool], fps: float, seconds: float, lat: list[float], s
         k = max(k + 1, int((time.perf_counter() - start) / period))
 
 
-def run_streams(makers: list[tuple[str, float, Callable[[], bool]]], seconds: float) -> tuple[list[dict], float]:
+def run_streams(makers: list[tuple[str, float, Callable[[], bool]]], seconds: float,
+                peer: mp_ref.Peer | None = None) -> tuple[list[dict], float]:
     """Run every (name, fps, fn) in its own thread; per-stream stats (with ``missed_at``: the start,
     ``perf_counter`` s, of each frame not finished within its period; ``start_s``: the first frame's)
-    and cores used."""
+    and cores used (this process's and, given, MediaPipe's ``peer``'s)."""
     lats: list[list[float]] = [[] for _ in makers]
     missed: list[list[float]] = [[] for _ in makers]
     start = time.perf_counter() + 0.2
-    cpu0, w0 = time.process_time(), time.perf_counter()
+    cpu = (lambda: time.process_time() + peer.cpu_s()) if peer is not None else time.process_time
+    cpu0, w0 = cpu(), time.perf_counter()
     threads = [threading.Thread(target=pace, args=(fn, fps, seconds, lats[i], start, missed[i]))
                for i, (_, fps, fn) in enumerate(makers)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    cores = (time.process_time() - cpu0) / (time.perf_counter() - w0)
+    cores = (cpu() - cpu0) / (time.perf_counter() - w0)
     out = []
     for (name, fps, _), lat, miss in zip(makers, lats, missed):
         a = np.asarray(lat) if lat else np.array([np.inf])
@@ -104,14 +96,22 @@ def run_streams(makers: list[tuple[str, float, Callable[[], bool]]], seconds: fl
 
 
 def run_mediapipe(frame: np.ndarray, users: int, seconds: float) -> tuple[list[dict], float]:
-    """MediaPipe's solutions, one per stream per user."""
-    makers = []
-    for u in range(users):
-        for name, fps in STREAMS:
-            proc = mediapipe_stream(name)
-            proc(frame)   # warm up (graph start)
-            makers.append((f"{name}#{u}", fps, lambda p=proc: p(frame) is not None))
-    return run_streams(makers, seconds)
+    """MediaPipe's solutions in video mode, one per stream per user, in MediaPipe's own process
+    (``apps.xr.reference.Peer``, holding the frame: a call sends its index and gets the answer back over a
+    Unix socket); cores count that process's CPU time and this one's."""
+    with mp_ref.Peer([frame]) as peer:
+        makers, sols = [], []
+        for u in range(users):
+            for name, fps in STREAMS:
+                sol = peer.solutions(static=False, **EDGERT_CONFIG[name])
+                sols.append(sol)
+                sol.process(0)   # warm up (graph start)
+                makers.append((f"{name}#{u}", fps, lambda p=sol.process: p(0) is not None))
+        try:
+            return run_streams(makers, seconds, peer=peer)
+        finally:
+            for sol in sols:
+                sol.close()
 
 
 def run_edgert(frame: np.ndarray, users: int, seconds: float, cpu_workers: int | None = None,

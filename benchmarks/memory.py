@@ -14,7 +14,8 @@ parts run one after another:
 * ``ort_threads``: ONNX Runtime throughput of one single-threaded session run by two threads vs two
   sessions each run by its own thread, vs one thread (runs/s): sharing one session must not cost speed.
 * ``mediapipe``: MediaPipe 0.10.14's four solutions (face mesh with iris, hands, pose, selfie
-  segmentation) in video mode, one thread each at its rate, on the same 150 frames held in memory.
+  segmentation) in video mode, one thread each at its rate, on the same 150 frames held in memory; they
+  run in MediaPipe's own process and venv (``apps.xr.reference``), whose peak this is.
 
     flock -x /tmp/edgert-cpu.lock python benchmarks/memory.py [--seconds 5] [--workers 1 2 4] [--baseline CHECKOUT]
 
@@ -224,19 +225,20 @@ def ort_threads(seconds: float = 2.0) -> dict:
 
 
 def mediapipe_peak(seconds: float, held: bool) -> dict:
-    """MediaPipe 0.10.14's four solutions, one user, on the sample frames: the 150 of a cycle held in
-    memory (``held``), or each made when the camera (30 fps) needs it, as the demo's camera does."""
+    """MediaPipe 0.10.14's four solutions, one user, on the sample frames, in MediaPipe's own process
+    (``apps.xr.reference.Peer``; its peak): the 150 of a cycle held in that process's memory (``held``), or
+    each made when the camera (30 fps) needs it, as the demo's camera does, and sent with the call."""
     return _python(f"""
         import json, threading, time, itertools
-        import mediapipe as mpipe
-        from apps.xr import assets
-        s = mpipe.solutions
-        sols = [(s.face_mesh.FaceMesh(static_image_mode=False, max_num_faces=1, refine_landmarks=True), 30.0),
-                (s.hands.Hands(static_image_mode=False, max_num_hands=2, model_complexity=1), 30.0),
-                (s.pose.Pose(static_image_mode=False, model_complexity=1), 30.0),
-                (s.selfie_segmentation.SelfieSegmentation(model_selection=0), 15.0)]
+        from apps.xr import assets, reference
         source = assets.sample_frames()
         clip = list(itertools.islice(source, 150)) if {held!r} else None
+        peer = reference.Peer(clip)
+        off = dict(max_hands=0, max_faces=0, pose=False, segmentation=False)
+        sols = [(peer.solutions(static=False, **{{**off, "max_faces": 1}}), 30.0),
+                (peer.solutions(static=False, **{{**off, "max_hands": 2}}), 30.0),
+                (peer.solutions(static=False, **{{**off, "pose": True}}), 30.0),
+                (peer.solutions(static=False, **{{**off, "segmentation": True}}), 15.0)]
         latest = [next(source)]
         t0 = time.perf_counter()
         def camera():
@@ -246,7 +248,7 @@ def mediapipe_peak(seconds: float, held: bool) -> dict:
                 k += 1
                 time.sleep(max(0.0, t0 + k / 30 - time.perf_counter()))
         def frame(now):
-            return clip[int(now * 30) % len(clip)] if clip is not None else latest[0]
+            return int(now * 30) % len(clip) if clip is not None else latest[0]
         def loop(sol, fps):
             k = 0
             while (now := time.perf_counter() - t0) < {seconds}:
@@ -258,7 +260,10 @@ def mediapipe_peak(seconds: float, held: bool) -> dict:
             ts.append(threading.Thread(target=camera))
         [t.start() for t in ts]
         [t.join() for t in ts]
-        print(json.dumps({{"peak_mb": round(_peak_mb(), 1)}}))
+        hwm = [l for l in open(f"/proc/{{peer.pid}}/status") if l.startswith("VmHWM:")]
+        print(json.dumps({{"peak_mb": round(int(hwm[0].split()[1]) * 1024 / 1e6, 1)}}))
+        [s.close() for s, _ in sols]
+        peer.close()
     """)
 
 

@@ -10,7 +10,7 @@ skips to the newest camera frame; the streams' periods start spread evenly over 
 for both systems, as ``edgert run xr-demo`` spreads them): hands (max 2, full models), face mesh with iris, pose (full),
 at 30 fps, selfie segmentation at 15 fps. MediaPipe runs each stream as its solution in video
 mode (``mediapipe.solutions``: hands model_complexity 1, face_mesh refine_landmarks, pose
-model_complexity 1, selfie_segmentation 0); edgert runs ``apps.xr.Pipelines`` with tracking on one
+model_complexity 1, selfie_segmentation 0) in its own process and venv (``apps.xr.reference``); edgert runs ``apps.xr.Pipelines`` with tracking on one
 runtime, each frame's requests sharing the period as their deadline (elastic, as the demo runs).
 
 Per stream and cell:
@@ -128,11 +128,12 @@ def pace(answer: Callable[[int], Answer], fps: float, user: int, frames: int, se
 
 
 def run_cell(answers: list[tuple[str, float, int, Callable[[int], Answer]]], frames: int, seconds: float,
-             sample_every: int) -> tuple[dict[str, Tally], float]:
-    """Every (name, fps, user, answer) on its own thread for ``seconds``; tallies and cores used."""
+             sample_every: int, cpu_s: Callable[[], float] = time.process_time) -> tuple[dict[str, Tally], float]:
+    """Every (name, fps, user, answer) on its own thread for ``seconds``; tallies and cores used (by ``cpu_s``'s
+    clock: this process's CPU seconds, or with MediaPipe's process's added)."""
     tallies = {name: Tally() for name, *_ in answers}
     start = time.perf_counter() + 0.2
-    cpu0, w0 = time.process_time(), time.perf_counter()
+    cpu0, w0 = cpu_s(), time.perf_counter()
     n = len(answers)   # the streams' periods start spread over one camera period, as in edgert run xr-demo
     threads = [threading.Thread(target=pace, args=(fn, fps, user, frames, seconds, start, tallies[name], sample_every,
                                                    j / n / CAMERA_FPS))
@@ -141,41 +142,51 @@ def run_cell(answers: list[tuple[str, float, int, Callable[[int], Answer]]], fra
         t.start()
     for t in threads:
         t.join()
-    return tallies, (time.process_time() - cpu0) / (time.perf_counter() - w0)
+    return tallies, (cpu_s() - cpu0) / (time.perf_counter() - w0)
 
 
-def _mp_answer(kind: str, res: object, h: int, w: int) -> Answer:
+def _mp_answer(kind: str, r: mp_ref.Reference) -> Answer:
     if kind == "segmentation":
-        ok = getattr(res, "segmentation_mask", None) is not None
+        ok = r.mask is not None
         return ok, int(ok), [], False, True
-    lists = {"hands": "multi_hand_landmarks", "face": "multi_face_landmarks"}
-    if kind == "pose":
-        lm = res.pose_landmarks  # type: ignore[attr-defined]
-        found = [] if lm is None else [lm]
-    else:
-        found = getattr(res, lists[kind]) or []
-    return True, len(found), [mp_ref._pixels(x, h, w) for x in found], False, True
+    found = {"hands": r.hands, "face": r.faces, "pose": r.poses}[kind]
+    return True, len(found), found, False, True
 
 
 def mediapipe_answers(frames: list[np.ndarray], users: int) -> tuple[list, Callable[[], None]]:
-    """One MediaPipe solution per stream per user, in video mode."""
-    import mediapipe as mpipe  # noqa: PLC0415
-
-    s = mpipe.solutions
-    make = {"face": lambda: s.face_mesh.FaceMesh(static_image_mode=False, max_num_faces=1, refine_landmarks=True),
-            "hands": lambda: s.hands.Hands(static_image_mode=False, max_num_hands=2, model_complexity=1),
-            "pose": lambda: s.pose.Pose(static_image_mode=False, model_complexity=1),
-            "segmentation": lambda: s.selfie_segmentation.SelfieSegmentation(model_selection=0)}
+    """One MediaPipe solution per stream per user, in video mode, in MediaPipe's own process
+    (``apps.xr.reference.Peer``, holding ``frames``: each answer is a frame index out and the answer back
+    over a Unix socket), its solutions on that process's threads as the streams' here."""
+    peer = mp_ref.Peer(frames)
     out, sols = [], []
-    h, w = frames[0].shape[:2]
-    for u in range(users):
-        for name, fps in STREAMS:
-            sol = make[name]()
-            sols.append(sol)
-            sol.process(frames[0])
-            out.append((_name(name, u, users), fps, u,
-                        lambda i, p=sol.process, k=name: _mp_answer(k, p(frames[i]), h, w)))
-    return out, lambda: [x.close() for x in sols]
+    try:
+        for u in range(users):
+            for name, fps in STREAMS:
+                sol = peer.solutions(static=False, **EDGERT_CONFIG[name])
+                sols.append(sol)
+                sol.process(0)
+                out.append((_name(name, u, users), fps, u, lambda i, p=sol.process, k=name: _mp_answer(k, p(i))))
+    except BaseException:
+        peer.close()
+        raise
+
+    return out, _PeerClose(sols, peer)
+
+
+@dataclass(slots=True)
+class _PeerClose:
+    """Closes MediaPipe's solutions and process (called); ``cpu_s``: this process's CPU seconds plus that one's."""
+
+    sols: list[mp_ref.Solutions]
+    peer: mp_ref.Peer
+
+    def __call__(self) -> None:
+        for x in self.sols:
+            x.close()
+        self.peer.close()
+
+    def cpu_s(self) -> float:
+        return time.process_time() + self.peer.cpu_s()
 
 
 def _name(stream: str, user: int, users: int) -> str:
@@ -293,7 +304,8 @@ def main() -> int:
                         answers, close = mediapipe_answers(frames, users)
                     else:
                         answers, close = edgert_answers(rt, frames, users), (lambda: None)
-                    tallies, cores = run_cell(answers, len(frames), args.seconds, args.sample_every)
+                    tallies, cores = run_cell(answers, len(frames), args.seconds, args.sample_every,
+                                              getattr(close, "cpu_s", time.process_time))
                     close()
                     rows += rows_of(system, users, hog, tallies, cores, args.seconds, ref, diag)
                 for r in rows[-len(args.systems) * 4 * users:]:

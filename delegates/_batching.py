@@ -73,7 +73,7 @@ def _differs(single: list[np.ndarray], part: list[np.ndarray], outputs: Sequence
             return f"output {spec.name!r} of a batched request is non-finite where its own run is not (or back)"
         if not finite.any():
             continue
-        span = float(af[finite].max() - af[finite].min()) or max(float(np.abs(af[finite]).max()), 1.0)
+        span = float(np.max(af[finite]) - np.min(af[finite])) or max(float(np.abs(af[finite]).max()), 1.0)
         err = float(np.abs(af[finite] - bf[finite]).max()) / span
         if err > tolerance:
             return (f"output {spec.name!r} of a request in a batch differs from its own run by {err:.3g} of its "

@@ -42,7 +42,19 @@ def test_the_core_dependencies_are_the_three_runtimes() -> None:
     extras = meta["optional-dependencies"]
     for name in ("cli", "plot", "cloud", "trees", "all", "test", "bench"):
         assert name in extras, name
-    assert any(d.startswith("onnx>=") and "<1.19" in d for d in extras["test"])   # protobuf 4.25 (mediapipe)
+    # the product's extras carry no reference peer's pins: MediaPipe runs in its own venv (apps/xr/reference.py)
+    assert not any("mediapipe" in d for ds in extras.values() for d in ds), extras
+    for d in (*extras["trees"], *extras["kserve"], *extras["test"]):
+        assert "<" not in d.split(";")[0], d
+
+
+def test_the_supported_pythons_are_stated_once() -> None:
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert meta["requires-python"] == ">=3.11"
+    versions = [c.rsplit(" :: ", 1)[1] for c in meta["classifiers"] if re.fullmatch(r".*Python :: 3\.\d+", c)]
+    assert versions == ["3.11", "3.12", "3.13"], meta["classifiers"]
+    assert "Python 3.11, 3.12 and 3.13" in (ROOT / "README.md").read_text()
+    assert sys.version_info >= (3, 11)
 
 
 def test_core_only_import_and_a_sync_call_on_a_mediapipe_model(mediapipe_dir: Path) -> None:

@@ -100,7 +100,7 @@ def output_errors(got: list[np.ndarray], ref: list[np.ndarray], specs: tuple[Ten
         if not finite.any():
             continue
         size = max(1.0, float(np.abs(rf[finite]).max()))
-        span = float(rf[finite].max() - rf[finite].min())
+        span = float(np.max(rf[finite]) - np.min(rf[finite]))
         on_range = span > FLAT * size
         out.append((s.name, float(np.abs(gf[finite] - rf[finite]).max()) / (span if on_range else size), on_range))
     return out, ""

@@ -81,7 +81,7 @@ def _board_flags(p: argparse.ArgumentParser, ssh_config: bool) -> None:
                    help="a pip constraints file shipped with the bundle (pip install -c), e.g. to pin a version")
     p.add_argument("--extras", default="", metavar="NAME[,NAME…]",
                    help="edgert extras to try on the board (e.g. qnn); one the board cannot take is recorded")
-    p.add_argument("--python", default="python3", metavar="PATH", help="the board's Python 3.10+ (default python3)")
+    p.add_argument("--python", default="python3", metavar="PATH", help="the board's Python 3.11+ (default python3)")
     p.add_argument("--runs", type=int, default=20, help="timed runs per model and path on the board (default 20)")
     p.add_argument("--warmup", type=int, default=3, help="untimed warm-up runs (default 3)")
     p.add_argument("--delegates", default="", metavar="NAME[,NAME…]",

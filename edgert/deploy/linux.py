@@ -5,7 +5,7 @@ Steps (each printed, and none run, with ``dry_run``), over the system ``ssh``/``
 file given as ``ssh_config``; ``host`` is ``user@host[:port]``):
 
 1. One ``ssh`` reads the board's facts: ``uname -m``, ``uname -r``, ``/proc/device-tree/model`` and the
-   version of its Python. A Python below 3.10 (or none) stops here with one line saying the fix.
+   version of its Python. A Python below 3.11 (or none) stops here with one line saying the fix.
 2. ``scp`` an edgert wheel (``wheel``, or one built from this source tree with ``pip wheel --no-deps``),
    the models, and the wheels of ``wheelhouse`` (for a board without network access for pip) to
    ``~/edgert/``.
@@ -36,7 +36,7 @@ from scheduler.profile import DeviceProfile
 
 #: Where the bundle goes on the board (relative to the login's home directory).
 REMOTE_DIR = "edgert"
-MIN_PYTHON = (3, 10)
+MIN_PYTHON = (3, 11)
 #: pip output that means the board cannot reach the package index.
 _NO_NETWORK = re.compile(r"Failed to establish a new connection|Temporary failure in name resolution|"
                          r"Network is unreachable|No matching distribution found|Could not find a version|"
@@ -138,7 +138,7 @@ class LinuxDeployer:
         """The board's architecture, kernel, device-tree model and Python version ("" parts in a dry run).
 
         Raises:
-            DeployError: ssh cannot log in, or the board has no Python 3.10+ (the message says the fix).
+            DeployError: ssh cannot log in, or the board has no Python 3.11+ (the message says the fix).
         """
         res = self.remote.ssh(facts_command(self.o.python), timeout_s=120)
         if res is None:
@@ -150,11 +150,11 @@ class LinuxDeployer:
         facts = parse_facts(res.stdout)
         parts = tuple(int(p) for p in re.findall(r"\d+", facts.python)[:2])
         if not facts.python:
-            raise DeployError(f"{self.host} has no {self.o.python}: edgert needs Python 3.10+ on the board; "
+            raise DeployError(f"{self.host} has no {self.o.python}: edgert needs Python 3.11+ on the board; "
                               "install it (Debian/Ubuntu: sudo apt install python3 python3-venv) or name one "
                               "with --python PATH")
         if parts < MIN_PYTHON:
-            raise DeployError(f"{self.host} has Python {facts.python} and edgert needs 3.10+; install a newer one "
+            raise DeployError(f"{self.host} has Python {facts.python} and edgert needs 3.11+; install a newer one "
                               "(e.g. sudo apt install python3.11 python3.11-venv) and pass --python python3.11")
         return facts
 

@@ -50,7 +50,7 @@ def minimize(c: np.ndarray, a: np.ndarray, b: np.ndarray, basis: list[int], max_
     for _ in range(max_iter):
         red = t[m, :n]
         if stall < _BLAND_AFTER:
-            col = int(red.argmin())
+            col = int(np.argmin(red))
             if red[col] >= -_EPS:
                 break
         else:

@@ -1,4 +1,5 @@
-"""The XR pipelines against MediaPipe 0.10.14 itself (run live; skipped when mediapipe is absent).
+"""The XR pipelines against MediaPipe 0.10.14 itself, run live in its own venv and process
+(``apps.xr.reference``: made on first use; the tests skip, saying why, where it cannot be made).
 
 Bars (issue #15): per photo, the same number of faces, hands and poses as MediaPipe's solutions in
 static-image mode; landmarks within 1.5 % of the image diagonal on average over all instances and
@@ -17,17 +18,26 @@ import numpy as np
 import pytest
 
 from apps.xr import Pipelines, assets
-
-mp_ref = pytest.importorskip("apps.xr.reference")
-pytest.importorskip("mediapipe")
+from apps.xr import reference as mp_ref
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def references(photos):
-    ref = mp_ref.Solutions(static=True)
-    plain = mp_ref.Solutions(static=True, max_hands=0, pose=False, segmentation=False, refine_faces=False)
+def peer():
+    """MediaPipe's process (its venv made once, cached); the module skips with the reason where it cannot be."""
+    try:
+        p = mp_ref.Peer()
+    except mp_ref.ReferenceUnavailable as exc:
+        pytest.skip(f"MediaPipe {mp_ref.MEDIAPIPE_VERSION} cannot run here: {exc}")
+    with p:
+        yield p
+
+
+@pytest.fixture(scope="module")
+def references(photos, peer):
+    ref = peer.solutions(static=True)
+    plain = peer.solutions(static=True, max_hands=0, pose=False, segmentation=False, refine_faces=False)
     try:
         yield {n: (ref.process(img), plain.process(img)) for n, img in photos.items()}
     finally:
@@ -58,10 +68,10 @@ def test_same_answers_as_mediapipe_on_every_photo(rt, photos, references):
     assert errors and float(np.mean(errors)) <= 0.015, errors
 
 
-def test_tracking_skips_the_palm_detector_on_a_moving_hand(rt):
+def test_tracking_skips_the_palm_detector_on_a_moving_hand(rt, peer):
     frames = assets.moving_crop(assets.hand_photo(), 60)
     px = Pipelines(rt, max_hands=1, max_faces=0, pose=False, segmentation=False, tracking=True)
-    ref = mp_ref.Solutions(static=True, max_faces=0, pose=False, segmentation=False)
+    ref = peer.solutions(static=True, max_faces=0, pose=False, segmentation=False)
     try:
         errs = []
         for f in frames:

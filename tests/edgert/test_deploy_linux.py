@@ -111,7 +111,7 @@ def deployer(mediapipe_dir: Path, replies: Sequence[tuple[str, int, str]], **opt
 
 
 @pytest.mark.parametrize(("facts", "says"), [
-    ("armv7l\n5.10.0\nPython 3.7.3\nRaspberry Pi 3 Model B Rev 1.2\x00", "has Python 3.7.3 and edgert needs 3.10+"),
+    ("armv7l\n5.10.0\nPython 3.7.3\nRaspberry Pi 3 Model B Rev 1.2\x00", "has Python 3.7.3 and edgert needs 3.11+"),
     ("aarch64\n5.10.0\nsh: 1: python3: not found\n", "has no python3"),
 ])
 def test_old_or_missing_python_gets_one_line_with_the_fix(mediapipe_dir: Path, facts: str, says: str) -> None:

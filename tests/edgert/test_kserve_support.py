@@ -20,9 +20,11 @@ import pytest
 
 from tests.edgert.test_cloud_support import ROOT, free_port, wait_port
 
+from edgert.extras import unavailable_here
+
 HAVE_KSERVE = all(importlib.util.find_spec(m) is not None for m in ("mlserver", "tritonclient"))
-needs_kserve = pytest.mark.skipif(not HAVE_KSERVE, reason="needs mlserver and tritonclient: "
-                                                          "pip install 'edgert[kserve,kserve-server]'")
+needs_kserve = pytest.mark.skipif(not HAVE_KSERVE, reason="needs mlserver and tritonclient: " + (
+    unavailable_here("mlserver") or "pip install 'edgert[kserve,kserve-server]'"))
 
 
 class KServeServer:
