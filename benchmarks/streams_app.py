@@ -8,7 +8,7 @@ stream         fps    level     chain
 =============  =====  ========  ==================================================================
 hands          30     critical  palm_detection_full → hand_landmark_full (LiteRT, MediaPipe's)
 face           30     high      face_detection_short_range → face_landmark (LiteRT)
-pose           30     normal    pose_landmark_full (LiteRT)
+pose           30     normal    pose_detection → pose_landmark_full (LiteRT)
 text           10     normal    a text-detector-sized ONNX CNN (1×3×320×320 → 1×1×80×80; generated)
 segmentation   15     low       selfie_segmentation (LiteRT)
 =============  =====  ========  ==================================================================
@@ -54,7 +54,7 @@ from xr_users import _hog, load_frames  # noqa: E402
 APP: dict[str, tuple[float, str, tuple[str, ...]]] = {
     "hands": (30.0, "critical", ("palm_detection_full", "hand_landmark_full")),
     "face": (30.0, "high", ("face_detection_short_range", "face_landmark")),
-    "pose": (30.0, "normal", ("pose_landmark_full",)),
+    "pose": (30.0, "normal", ("pose_detection", "pose_landmark_full")),
     "text": (10.0, "normal", ("text_detector",)),
     "segmentation": (15.0, "low", ("selfie_segmentation",)),
 }
@@ -219,6 +219,8 @@ def run_edgert(files: dict[str, Path], frames: list[np.ndarray], users: int, sec
                     tally.frames += 1
                     with s.frame(at_ms=base_ms + tick * 1e3) as f:
                         if not f:
+                            if os.environ.get("EDGERT_BENCH_VERBOSE") == "2" and f.reason != "rate":
+                                print(f"      {s.name} {rt.now_ms():.0f}: {f.reason}: {f.detail}")
                             return
                         tally.taken += 1
                         prev = None
@@ -232,6 +234,11 @@ def run_edgert(files: dict[str, Path], frames: list[np.ndarray], users: int, sec
                                                 daemon=True))
         _run_for(threads, stop, camera, seconds)
         steps = sum(len(s.stats()["steps"]) for s in streams)
+        if os.environ.get("EDGERT_BENCH_VERBOSE"):
+            for s in streams:
+                st = s.stats()
+                print(f"    {s.name}: shed {st['frames_shed_by']} rung {st['rung_fps']:g} chain {st['chain_ms']} ms; "
+                      + "; ".join(f"{x['from_fps']:g}->{x['to_fps']:g} {x['why']}" for x in st["steps"]))
         return tallies, f"thread priorities {rt.thread_priority}; {steps} rate steps"
 
 

@@ -23,7 +23,8 @@ runtime (or one simulated device) at once:
 * **Levels only where needed.** A stream's declared level acts (its requests' order, the urgent lane and OS
   niceness, the room kept for critical frames) only while it missed a frame within :data:`GUARD_MS`; a ``low``
   stream gives way only while a more important one does. Otherwise its frames run as ``normal``
-  (``Decision.priority``), so declared levels cost nothing where every stream is served.
+  (``Decision.priority``), so declared levels cost nothing where every stream is served; meanwhile the
+  driver's urgent lanes take any work (:meth:`StreamController.urgent`).
 * **The cloud, the last rung.** When the stream to step is at its bottom rung and a cloud worker's
   measured time for its chain fits its period, its frames go there (``Decision.cloud``) and come back first.
 
@@ -92,9 +93,11 @@ FIT_SHARE = 0.8
 #: steps a stream keeps for ``stats()["steps"]``
 STEPS_KEPT = 16
 #: a declared level acts (orders its requests, takes an urgent lane and the OS niceness, keeps room) for this
-#: long (ms) after its stream missed a frame; otherwise its frames run as ``normal``: a level moves capacity to a
-#: more important stream only while that stream is missing frames
-GUARD_MS = 5000.0
+#: long (ms) after its stream missed a frame (after the warm-up); otherwise its frames run as ``normal``: a level
+#: moves capacity to a more important stream only once that stream misses frames. Long, so that a stream its level
+#: serves does not fall back and miss again every few seconds (a 5 s guard halved a critical stream's frames
+#: beside a busy process: it went normal, missed, and its error margin then skipped it while it recovered)
+GUARD_MS = 60_000.0
 
 # -- admission -------------------------------------------------------------------------------------------
 #: frames learned per stream; its chain and work are their medians
@@ -476,6 +479,11 @@ class StreamController:
             return s.priority if missing else "normal"
         return s.priority
 
+    def urgent(self, now_ms: float) -> bool:
+        """Whether a stream's frames run at an urgent level now (a critical or high stream missing frames): the
+        driver's urgent lanes are then kept for them, and otherwise take any work."""
+        return any(LEVELS[self.level(n, now_ms)].urgent for n in self.streams)
+
     def spare(self, name: str, decision: Decision, chain_ms: float, backlog: Backlog) -> str:
         """Why optional work of ``chain_ms`` in a frame of ``name`` may not run now ("" when it may): a lean
         frame, streams strained, workers busy over :data:`OPTIONAL_BUSY_MAX`, or no time left in the frame."""
@@ -579,10 +587,10 @@ class StreamController:
     # -- the ladder ------------------------------------------------------------------------
     def _note(self, s: StreamState, now_ms: float, missed: bool, busy_share: float | None = None) -> Step | None:
         """Count one outcome of ``s`` and step the ladder when due (``busy_share``: the workers', if known)."""
-        if missed:
-            s.guard_until_ms = now_ms + GUARD_MS
         if self.warming(now_ms):
             return None
+        if missed:
+            s.guard_until_ms = now_ms + GUARD_MS
         s.outcomes.append((now_ms, missed))
         return self._step_down(now_ms) or self._step_up(now_ms, busy_share)
 
@@ -608,9 +616,14 @@ class StreamController:
         why = f"{worst.name} ({worst.priority}) missed {share:.0%} of its frames over the last {WINDOW_MS:.0f} ms"
         if not able and worst.bottom and self._bottoms_fit():
             # no starvation: a stream at its bottom rung keeps that rate while every stream's bottom rung fits
-            # together; a more important stream's rate above its own bottom is the optional work that yields
-            able = [s for s in self.streams.values() if not s.bottom and not s.offloaded]
-            why += ", at its bottom rung, and every stream's bottom rung fits the workers"
+            # together; a more important stream's rate above its own bottom is the optional work that yields,
+            # when its step pays
+            helping = [s for s in self.streams.values() if not s.bottom and not s.offloaded
+                       and self._pays(s, worst, share)]
+            if helping:
+                victim = min(helping, key=lambda s: (-RANK[s.priority], -s.chain_ms * s.fps_now, s.name))
+                return self._move(victim, now_ms, +1, why + ", at its bottom rung, and every stream's bottom rung "
+                                  "fits the workers")
         if not able:
             return self._to_cloud(now_ms, why)
         paying = [s for s in able if self._pays(s, worst, share)]

@@ -197,6 +197,9 @@ class Dispatcher:
         self._resolver: ResolverThread | None = None
         self.thread_priority = ThreadPriority()   # whether workers run a request at its level's niceness
         self._not_urgent: tuple[str, ...] | None = None   # with urgent lanes: every other worker's name
+        #: the urgent lanes take work of any level: set by the streams while none of them needs its urgent level
+        #: (``edgert._core._streams``), so a lane is capacity while no critical stream misses frames
+        self.lanes_open = False
         self._runs: deque[tuple[float, float]] = deque()   # (end ms, run ms) of local runs over the busy window
 
     def now_ms(self) -> float:
@@ -258,7 +261,7 @@ class Dispatcher:
                 left = (exp(r.model.name, w.name) or 0.0) - (now - r.start_ms)
                 work.append(Work(max(0.0, left), r.deadline_ms, r.view.priority, True))
         local = [w for w in self.workers if w.kind != "cloud"]
-        lanes = sum(w.urgent for w in local)
+        lanes = 0 if self.lanes_open else sum(w.urgent for w in local)   # an open lane is capacity like the rest
         return Backlog(now, max(1, len(local) - lanes), lanes, self.busy_share_locked(now), tuple(work),
                        len(local) < len(self.workers))
 
@@ -268,7 +271,7 @@ class Dispatcher:
         runs = self._runs
         while runs and runs[0][0] < now - BUSY_WINDOW_MS:
             runs.popleft()
-        workers = max(1, sum(w.kind != "cloud" and not w.urgent for w in self.workers))
+        workers = max(1, sum(w.kind != "cloud" and (self.lanes_open or not w.urgent) for w in self.workers))
         return sum(ms for _, ms in runs) / (BUSY_WINDOW_MS * workers)
 
     def fastest_ms(self, model: str, unknown_ms: float = 0.0) -> float:
@@ -384,7 +387,7 @@ class Dispatcher:
         downstream = sum(self.fastest_ms(n) for n in m.then) if m.then else 0.0
         priority = f.priority if f is not None and f.priority is not None else m.priority
         allowed = f.allowed if f is not None and f.allowed is not None else m.allowed
-        if self._not_urgent is not None and priority not in URGENT_LEVELS:   # the urgent lanes are not its
+        if self._not_urgent is not None and priority not in URGENT_LEVELS and not self.lanes_open:   # not its lanes
             allowed = self._not_urgent if allowed is None else tuple(p for p in allowed if p in self._not_urgent)
         view = RequestView(rid, m.name, now, deadline, stream, frame, downstream, allowed, priority)
         req = Request(rid, m, feeds, now, deadline, view, key, frame)

@@ -75,6 +75,8 @@ class Streams:
             if self.open.get(s.name) is s:
                 del self.open[s.name]
                 self.controller.remove(s.name)
+                if not self.open:   # no stream left to say when the lanes are needed: they are the urgent levels'
+                    self.dispatcher.lanes_open = False
 
 
 class Stream:
@@ -116,6 +118,7 @@ class Stream:
                 decision = Decision(False, "closed", f"stream {self.name!r} is closed", at, 0.0)
             else:
                 decision = self._hub.controller.offer(self.name, at, d.backlog_locked(now))
+                d.lanes_open = not self._hub.controller.urgent(now)
             f = d.new_frame_locked(at, decision.deadline_ms)
         return StreamFrame(self, decision, f)
 
