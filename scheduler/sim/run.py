@@ -249,7 +249,7 @@ def _plan(config: SimConfig, wl: Workload) -> StreamPlan | None:
         if not config.streamed:
             return None
         fps = {s.model: s.fps for s in SCENARIOS[config.scenario] if s.after is None}
-        plan = scenario_plan(wl, fps)
+        plan: StreamPlan | None = scenario_plan(wl, fps)
     else:
         plan = trace_plan(wl)
         if plan is None:
@@ -259,6 +259,7 @@ def _plan(config: SimConfig, wl: Workload) -> StreamPlan | None:
             return None
         if config.burst is not None:
             raise ConfigError("--burst does not combine with a trace's streams; replay it without --burst")
+    assert plan is not None
     return plan.with_priorities(config.priorities) if config.priorities else plan
 
 
