@@ -212,7 +212,7 @@ def per_model(records: list[RequestRecord]) -> dict[str, tuple[int, float, float
     return out
 
 
-def _live_streams(trace: Path) -> dict[str, tuple[int, int, float, float]]:
+def live_streams(trace: Path) -> dict[str, tuple[int, int, float, float]]:
     """Per stream of a live trace: (frames offered, on time, first rung fps, last rung fps), from its records."""
     import json  # noqa: PLC0415
 
@@ -285,7 +285,7 @@ def overload_cells(args: argparse.Namespace) -> int:
             replay = run_simulation(cfg).summary()["per_stream"]
             live_steps = json.loads(js.read_text())["per_stream"]
             live = {k: (n, on, _direction(live_steps.get(k, {}).get("ladder") or []))
-                    for k, (n, on, _, _) in _live_streams(trace).items()}
+                    for k, (n, on, _, _) in live_streams(trace).items()}
             cells.append((tag, live, replay))
             print(f"{tag}: {trace}", flush=True)
     for hog in ([False, True] if args.hog else [False]):
