@@ -11,7 +11,8 @@ the simulator's driver of it, as ``edgert._core._streams`` is the live one):
   the estimator the policy reads), the local processors and their busy share over the last
   :data:`scheduler.streams.WINDOW_MS`;
 * a frame taken runs with the decision's deadline (its capture time plus the period at the stream's rung),
-  level and, on the cloud rung, the cloud worker only; a frame not taken is dropped whole, saying why
+  level and, on the cloud rung, the cloud worker only (a lean frame, a probe, runs its requests as planned:
+  a planned frame has no optional work to leave out); a frame not taken is dropped whole, saying why
   (so XRBench's score counts it as a dropped frame);
 * when every request of a taken frame has ended, the controller is told how it went
   (:class:`scheduler.streams.FrameEnd`: ok or not, its work, its longest cascade and that cascade's expected
