@@ -72,6 +72,8 @@ def cell(profile: str, scenario: str, users: float, duration: float, seed: int) 
                        priorities=PRIORITIES[scenario]))
     out["edgert"] = s["xrbench"]["score"]
     burst = Burst(0.0, duration, users) if users > 1 else None
+    alone = _run(SimConfig(scenario=scenario, profile=profile, duration_s=duration, burst=burst, seed=seed))
+    out["policy"] = alone["xrbench"]["score"]   # edgert's policy alone, no stream controller (not in the ratio)
     for name in BAND:
         b = _run(SimConfig(scenario=scenario, profile=profile, duration_s=duration, scheduler=name, burst=burst,
                            seed=seed))
@@ -93,7 +95,7 @@ def main() -> int:
     rows = []
     short = {"fixed_worker": "FW", "round_robin": "RR", "shortest_expected_latency": "SEL",
              "heterogeneous_earliest_finish_time": "HEFT", "least_slack_time_first": "LST"}
-    head = (f"{'profile':11} {'scenario':13} {'srv':>3} {'x':>4} {'users':>5} {'edgert':>7} "
+    head = (f"{'profile':11} {'scenario':13} {'srv':>3} {'x':>4} {'users':>5} {'edgert':>7} {'policy':>6} "
             + " ".join(f"{short[b]:>6}" for b in BAND) + f" {'ratio':>6}")
     print(head)
     for profile in args.profiles:
@@ -105,7 +107,7 @@ def main() -> int:
                 best = max(sc[b] for b in BAND)
                 ratio = sc["edgert"] / best if best > 0 else math.inf
                 rows.append((profile, scenario, srv, x, users, sc, ratio))
-                print(f"{profile:11} {scenario:13} {srv:>3} {x:>4g} {users:>5g} {sc['edgert']:>7.1f} "
+                print(f"{profile:11} {scenario:13} {srv:>3} {x:>4g} {users:>5g} {sc['edgert']:>7.1f} {sc['policy']:>6.1f} "
                       + " ".join(f"{sc[b]:>6.1f}" for b in BAND) + f" {ratio:>6.2f}", flush=True)
                 gc.collect()
     finite = [r[6] for r in rows if math.isfinite(r[6]) and r[6] > 0]
@@ -123,10 +125,11 @@ def main() -> int:
                  f"serves open-loop with {SERVED_MET:.0%} on time; users = srv x load. Priorities declared: "
                  + "; ".join(f"{s}: " + ", ".join(f"{k}={v}" for k, v in p.items()) for s, p in PRIORITIES.items()
                              if s in args.scenarios) + ".", "",
-                 "| profile | scenario | srv | load | users | edgert | " + " | ".join(short[b] for b in BAND)
-                 + " | edgert / best |", "|" + "---|" * (7 + len(BAND))]
+                 "`policy`: edgert's policy alone on the same requests, no stream controller (not in the ratio).", "",
+                 "| profile | scenario | srv | load | users | edgert | policy | " + " | ".join(short[b] for b in BAND)
+                 + " | edgert / best |", "|" + "---|" * (8 + len(BAND))]
         for profile, scenario, srv, x, users, sc, ratio in rows:
-            lines.append(f"| {profile} | {scenario} | {srv} | {x:g} | {users:g} | {sc['edgert']:.1f} | "
+            lines.append(f"| {profile} | {scenario} | {srv} | {x:g} | {users:g} | {sc['edgert']:.1f} | {sc['policy']:.1f} | "
                          + " | ".join(f"{sc[b]:.1f}" for b in BAND) + f" | {ratio:.2f} |")
         lines += ["", summary, ""]
         args.out.write_text("\n".join(lines))
