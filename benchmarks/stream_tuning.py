@@ -67,11 +67,6 @@ def _cell(args: tuple[dict[str, float], str, str, float, float, int, bool]) -> t
     return s["xrbench"]["score"], statistics.fmean(crit) if crit else math.nan, statistics.fmean(on)
 
 
-def _reset_and_run(args: tuple) -> tuple[float, float, float]:
-    """One cell in a fresh interpreter state for its constants: the pool's workers are made per candidate."""
-    return _cell(args)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=10.0)
@@ -95,7 +90,7 @@ def main() -> int:
     results: dict[str, list[tuple[float, float, float]]] = {}
     for c in CANDIDATES:
         with ProcessPoolExecutor(args.jobs) as pool:   # fresh workers: each candidate's constants alone
-            results[_label(c)] = list(pool.map(_reset_and_run, [(c, p, s, u, args.duration, args.seed, args.offload)
+            results[_label(c)] = list(pool.map(_cell, [(c, p, s, u, args.duration, args.seed, args.offload)
                                                                 for p, s, u in cells]))
         r = results[_label(c)]
         print(f"{_label(c):40} score {statistics.fmean(x[0] for x in r):6.2f}  critical on time "
