@@ -34,6 +34,18 @@ Usage::
     python benchmarks/sim_fidelity.py [--seconds 20] [--scheduler edgert] [--cpu-workers 2] [--out DIR]
                                       [--feeder-yield]
 
+Overload cells (``--overload``): the XR demo with ``--users 2`` (every stream through the stream controller)
+runs live ``--runs`` times with a trace; each trace becomes this host's profile (``edgert profile
+--from-trace``) and is replayed on it (``edgert simulate --trace``'s configuration: the same frames offered
+to the same controller, closed-loop). Per stream: the on-time share of the frames offered (live, from the
+trace: a frame taken whose every request ended ``ok``; replayed: the controller's ``on_time / frames``) and
+the ladder's direction (the stream's last rung below, at or above its first). The live run-to-run spread is
+printed beside it. With ``--hog`` the live runs have a busy process beside them, and the replay runs on the
+first idle run's profile with ``background`` declared (``--background`` share of each CPU worker), so the
+busy-process cell is simulated from an idle profile::
+
+    flock /tmp/edgert-bench.lock python benchmarks/sim_fidelity.py --overload --runs 3 --seconds 20 [--hog]
+
 Timings on a shared 2-core host are noisy; the live side runs in real time.
 It also prints the live policy's wall time per decision: live, a decision
 holds the GIL (a worker that was just given a request waits for it), while
@@ -43,6 +55,7 @@ the simulator's decisions take no virtual time.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import tempfile
 import time
@@ -199,8 +212,127 @@ def per_model(records: list[RequestRecord]) -> dict[str, tuple[int, float, float
     return out
 
 
+def live_streams(trace: Path) -> dict[str, tuple[int, int, float, float]]:
+    """Per stream of a live trace: (frames offered, on time, first rung fps, last rung fps), from its records."""
+    import json  # noqa: PLC0415
+
+    frames: dict[int, tuple[str, bool]] = {}
+    status: dict[int, bool] = {}
+    for line in trace.open():
+        o = json.loads(line)
+        if o.get("type") == "frame":
+            frames[o["frame"]] = (o["stream"], o["taken"])
+        elif "type" not in o and "frame" in o:
+            status[o["frame"]] = status.get(o["frame"], True) and o.get("status") == "ok"
+    out: dict[str, list[int]] = {}
+    for n, (stream, taken) in frames.items():
+        row = out.setdefault(stream, [0, 0])
+        row[0] += 1
+        row[1] += bool(taken and status.get(n, False))
+    return {k: (v[0], v[1], math.nan, math.nan) for k, v in out.items()}
+
+
+def _direction(steps: list[dict], key_from: str = "from_fps", key_to: str = "to_fps") -> str:
+    """Where the ladder left a stream: "down", "up" or "=" (its last rung against its first)."""
+    if not steps:
+        return "="
+    first, last = steps[0][key_from], steps[-1][key_to]
+    return "down" if last < first else "up" if last > first else "="
+
+
+def overload_cells(args: argparse.Namespace) -> int:
+    """The XR demo, two users, live then replayed (see the module doc): per-stream on-time share and ladder."""
+    import json  # noqa: PLC0415
+    import multiprocessing as mp  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+
+    from edgert._replay import host_profile, read_outcomes  # noqa: PLC0415
+    from edgert.sweep import sim_config  # noqa: PLC0415
+
+    out = args.out or Path(tempfile.mkdtemp(prefix="edgert-fidelity-"))
+    out.mkdir(parents=True, exist_ok=True)
+    root = Path(__file__).resolve().parent.parent
+    cells: list[tuple[str, dict, dict]] = []   # (label, live per stream, replay per stream)
+    idle_profile = None
+    for hog in ([False, True] if args.hog else [False]):
+        for i in range(args.runs):
+            tag = f"{'hog' if hog else 'idle'}{i + 1}"
+            trace, js = out / f"{tag}.jsonl", out / f"{tag}.json"
+            stop = mp.Event()
+            proc = mp.Process(target=_busy, args=(stop,), daemon=True) if hog else None
+            if proc is not None:
+                proc.start()
+            try:
+                subprocess.run([sys.executable, "-m", "edgert.cli", "run", "xr-demo", "--users", str(args.users),
+                                "--seconds", f"{args.seconds:g}", "--quiet", "--trace", str(trace), "--json", str(js)],
+                               check=True, cwd=root, stdout=subprocess.DEVNULL)
+            finally:
+                if proc is not None:
+                    stop.set()
+                    proc.join()
+            outcomes = read_outcomes(trace)
+            prof = host_profile(outcomes)
+            if not hog and idle_profile is None:
+                idle_profile = prof
+            if hog:
+                assert idle_profile is not None
+                prof = idle_profile
+                prof.background = {p.name: args.background for p in prof.processors if p.kind == "cpu"}
+            cfg = sim_config(scenario=None, trace=trace, device="host", scheduler=None, objective=None, load=1.0,
+                             duration_s=None, seed=args.seed, burst=None, live=outcomes)
+            cfg.profile = prof
+            cfg.offload = False
+            replay = run_simulation(cfg).summary()["per_stream"]
+            live_steps = json.loads(js.read_text())["per_stream"]
+            live = {k: (n, on, _direction(live_steps.get(k, {}).get("ladder") or []))
+                    for k, (n, on, _, _) in live_streams(trace).items()}
+            cells.append((tag, live, replay))
+            print(f"{tag}: {trace}", flush=True)
+    for hog in ([False, True] if args.hog else [False]):
+        runs = [c for c in cells if c[0].startswith("hog" if hog else "idle")]
+        print(f"\n{'beside a busy process (replay: idle profile + background ' + str(args.background) + ')' if hog else 'idle host'}"
+              f": on-time share of frames offered, live | replay (ladder direction live/replay)")
+        streams = sorted(runs[0][1])
+        print(f"{'stream':16s} " + " ".join(f"{c[0]:>22s}" for c in runs) + f" {'live spread':>11s} {'in range+5':>10s}")
+        live_means, sim_means = [], []
+        inside = 0
+        for st in streams:
+            shares = []
+            cols = []
+            for _, live, replay in runs:
+                n, on, d_live = live[st]
+                r = replay[st]
+                ls, rs = 100 * on / n, 100 * r["on_time"] / r["frames"] if r["frames"] else 0.0
+                shares.append((ls, rs))
+                cols.append(f"{ls:5.1f} | {rs:5.1f} ({d_live[:2]}/{_direction(r['steps'])[:2]})")
+            lo, hi = min(s[0] for s in shares), max(s[0] for s in shares)
+            ok = all(lo - 5 <= s[1] <= hi + 5 for s in shares)
+            inside += ok
+            print(f"{st:16s} " + " ".join(f"{c:>22s}" for c in cols) + f" {hi - lo:10.1f}  {'yes' if ok else 'no':>10s}")
+        for _, live, replay in runs:
+            live_means.append(np.mean([100 * live[s][1] / live[s][0] for s in streams]))
+            sim_means.append(np.mean([100 * replay[s]["on_time"] / max(1, replay[s]["frames"]) for s in streams]))
+        print(f"streams within the live range widened by 5 points: {inside} of {len(streams)}; median mean over "
+              f"streams: live {np.median(live_means):.1f}%, replay {np.median(sim_means):.1f}% "
+              f"({np.median(sim_means) - np.median(live_means):+.1f} points)")
+    return 0
+
+
+def _busy(stop: object) -> None:
+    """A busy neighbour: one process that keeps a core busy until ``stop`` is set."""
+    while not stop.is_set():   # type: ignore[attr-defined]
+        sum(range(10_000))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--overload", action="store_true", help="the XR demo's overload cells (see the module doc)")
+    ap.add_argument("--users", type=int, default=2, help="--overload: XR users (default 2)")
+    ap.add_argument("--runs", type=int, default=3, help="--overload: live runs per cell (default 3)")
+    ap.add_argument("--hog", action="store_true", help="--overload: also the cell beside a busy process")
+    ap.add_argument("--background", type=float, default=1 / 3,
+                    help="--overload --hog: the share of each CPU worker the busy process takes in the replay's "
+                         "profile (default 1/3: three runnable threads on two cores)")
     ap.add_argument("--seconds", type=float, default=20.0, help="live run length (default 20 s)")
     ap.add_argument("--scheduler", default=None, help="policy (default: edgert's own)")
     ap.add_argument("--cpu-workers", type=int, default=None, help="CPU workers (default: one per core)")
@@ -215,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="records (default): the run's service times; estimator: rt.estimator at the end; "
                          "or a profile JSON from `edgert profile`")
     args = ap.parse_args(argv)
+    if args.overload:
+        return overload_cells(args)
     out = args.out or Path(tempfile.mkdtemp(prefix="edgert-fidelity-"))
     out.mkdir(parents=True, exist_ok=True)
     trace = out / "trace.jsonl"

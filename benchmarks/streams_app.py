@@ -25,6 +25,14 @@ those taken); per cell the mean over streams, the median of the runs. ``--unpriv
 without ``CAP_SYS_NICE`` (``capsh --drop``; where it is missing the runtime reports thread priorities off).
 
     python benchmarks/streams_app.py --cells hog1 users2 --runs 2 --seconds 10 [--unprivileged]
+
+``--replay`` (edgert only): each run writes a trace (``trace=``), which becomes this host's profile
+(``edgert profile --from-trace``) and is replayed on it with the same frames offered to the same controller
+(``edgert simulate --trace``); per stream, the on-time share of the frames offered live (from the trace's
+frame records) and replayed, whether each replay lies within the live runs' range widened by 5 points, and
+the median over runs of the mean over streams, live and replayed::
+
+    python benchmarks/streams_app.py --cells users2 --runs 3 --seconds 10 --systems edgert --replay
 """
 
 from __future__ import annotations
@@ -197,10 +205,11 @@ def _run_for(threads: list[threading.Thread], stop: threading.Event, camera: Cam
         t.join()
 
 
-def run_edgert(files: dict[str, Path], frames: list[np.ndarray], users: int, seconds: float) -> tuple[dict[str, Tally], str]:
+def run_edgert(files: dict[str, Path], frames: list[np.ndarray], users: int, seconds: float,
+               trace: Path | None = None) -> tuple[dict[str, Tally], str]:
     """edgert: the same app as runtime streams; the runtime takes or skips each frame and steps rates."""
     tallies: dict[str, Tally] = {}
-    with edgert.Runtime(urgent_workers=1) as rt:
+    with edgert.Runtime(urgent_workers=1, trace=trace) as rt:
         models = {m: rt.load(files[m], name=m) for _, _, chain in APP.values() for m in chain}
         stop, camera = threading.Event(), Camera()
         base_ms = rt.now_ms() - time.perf_counter() * 1e3   # perf_counter s -> runtime ms
@@ -243,7 +252,7 @@ def run_edgert(files: dict[str, Path], frames: list[np.ndarray], users: int, sec
 
 
 def cell(system: str, files: dict[str, Path], frames: list[np.ndarray], users: int, hog: bool,
-         seconds: float) -> tuple[dict[str, float], dict[str, float], str]:
+         seconds: float, trace: Path | None = None) -> tuple[dict[str, float], dict[str, float], str]:
     """One run: per stream on-time % of expected and late % of taken, and a note."""
     stop = mp.Event()
     proc = mp.Process(target=_hog, args=(stop,), daemon=True) if hog else None
@@ -253,7 +262,7 @@ def cell(system: str, files: dict[str, Path], frames: list[np.ndarray], users: i
         if system == "plain":
             tallies, note = run_plain(files, frames, users, seconds), ""
         else:
-            tallies, note = run_edgert(files, frames, users, seconds)
+            tallies, note = run_edgert(files, frames, users, seconds, trace)
     finally:
         if proc is not None:
             stop.set()
@@ -262,6 +271,36 @@ def cell(system: str, files: dict[str, Path], frames: list[np.ndarray], users: i
     on = {n: 100.0 * t.on_time / (seconds * fps[n]) for n, t in tallies.items()}
     late = {n: 100.0 * t.late / t.taken if t.taken else 0.0 for n, t in tallies.items()}
     return on, late, note
+
+
+def replayed(traces: list[Path]) -> None:
+    """Each run replayed from its own trace on the profile made from it (see the module doc), set beside it."""
+    from edgert._replay import host_profile, read_outcomes  # noqa: PLC0415
+    from edgert.sweep import sim_config  # noqa: PLC0415
+    from scheduler.sim import run_simulation  # noqa: PLC0415
+    from sim_fidelity import live_streams  # noqa: PLC0415
+
+    live, sim = [], []
+    for trace in traces:
+        outcomes = read_outcomes(trace)
+        cfg = sim_config(scenario=None, trace=trace, device="host", scheduler=None, objective=None, load=1.0,
+                         duration_s=None, seed=0, burst=None, live=outcomes)
+        cfg.profile, cfg.offload = host_profile(outcomes), False
+        per = run_simulation(cfg).summary()["per_stream"]
+        live.append({k: 100.0 * on / n for k, (n, on, _, _) in live_streams(trace).items()})
+        sim.append({k: 100.0 * v["on_time"] / max(1, v["frames"]) for k, v in per.items()})
+    inside = 0
+    print("\nreplayed: per stream, on-time % of frames offered, live | replay per run; live range +- 5 holds it?")
+    for st in sorted(live[0]):
+        lo, hi = min(x[st] for x in live), max(x[st] for x in live)
+        ok = all(lo - 5 <= y[st] <= hi + 5 for y in sim)
+        inside += ok
+        print(f"  {st:16s} " + "  ".join(f"{x[st]:5.1f} | {y[st]:5.1f}" for x, y in zip(live, sim))
+              + f"  spread {hi - lo:4.1f}  {'yes' if ok else 'no'}")
+    ml = statistics.median(statistics.fmean(x.values()) for x in live)
+    ms = statistics.median(statistics.fmean(y.values()) for y in sim)
+    print(f"  {inside} of {len(live[0])} streams within the live range +- 5; median mean over streams: live "
+          f"{ml:.1f} %, replay {ms:.1f} % ({ms - ml:+.1f} points)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--unprivileged", action="store_true",
                     help="run it again as a process without CAP_SYS_NICE (capsh --drop=cap_sys_nice)")
     ap.add_argument("--no-privileged", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--replay", action="store_true", help="replay each edgert run from its trace (see the doc)")
     args = ap.parse_args(argv)
     if args.unprivileged and os.geteuid() == 0:
         cmd = ["capsh", "--drop=cap_sys_nice", "--", "-c",
@@ -286,9 +326,13 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.cells:
             users, hog = CELLS[name]
             results: dict[str, list[tuple[dict[str, float], dict[str, float]]]] = {s: [] for s in args.systems}
+            traces: list[Path] = []
             for r in range(args.runs):
                 for system in args.systems:   # alternating, so both see the same host over the run
-                    on, late, note = cell(system, files, frames, users, hog, args.seconds)
+                    trace = Path(tmp) / f"{name}-{r}.jsonl" if args.replay and system == "edgert" else None
+                    on, late, note = cell(system, files, frames, users, hog, args.seconds, trace)
+                    if trace is not None:
+                        traces.append(trace)
                     results[system].append((on, late))
                     print(f"{name} run {r + 1} {system:7s} mean {statistics.fmean(on.values()):5.1f}  " +
                           "  ".join(f"{n} {on[n]:.0f}/{late[n]:.0f}" for n in on) + (f"  ({note})" if note else ""),
@@ -301,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
                 means = [statistics.fmean(r[0].values()) for r in runs]
                 print(f"  {system:7s} mean {statistics.median(means):5.1f} (runs {', '.join(f'{m:.1f}' for m in means)}): " +
                       ", ".join(f"{n} {med[n]:.1f}/{worst_late[n]:.1f}" for n in streams))
+            if traces:
+                replayed(traces)
             if set(results) == {"plain", "edgert"}:
                 mp_mean = statistics.median(statistics.fmean(r[0].values()) for r in results["plain"])
                 ed_mean = statistics.median(statistics.fmean(r[0].values()) for r in results["edgert"])

@@ -10,6 +10,7 @@ JSON shape::
       "memory_mb": {"hand": {"cpu0": 14.2, "gpu": 9.0}},          # optional, MB resident per model
       "latency_p90_ms": {"hand": {"cpu0": 9.8}},                  # optional
       "energy_mj": {"hand": {"gpu": 4.0}},                        # optional, mJ per inference
+      "background": {"cpu0": 0.5},                                # optional, share taken by other processes
       "power": {"processors": {"gpu": {"active_w": 3.0, "idle_w": 0.1}}},  # optional (scheduler.power)
       "thermal": {"capacitance_j_per_k": 180, "resistance_k_per_w": 5, ...},  # optional (scheduler.power)
       "cloud": {"rtt_ms": 20.0, "uplink_mbps": 50.0, "downlink_mbps": 100.0,
@@ -17,6 +18,10 @@ JSON shape::
                 "input_bytes": {"hand": 150528}, "output_bytes": {"hand": 252}},  # optional
       "sources": {"latency_ms/hand/cpu0": "measured on ... with ...", "host": "..."}
     }
+
+``background`` (optional) is the share (0 <= share < 1) of a processor's time that other processes take (a
+busy neighbour on that core): the simulator stretches every run there to ``latency / (1 - share)``, the time
+it takes when the scheduler gives the runs only the rest (``latency_ms`` stays what an idle processor does).
 
 ``memory_mb`` (optional) is what a model keeps resident on a processor, in MB (10^6 bytes): its weights
 and the state its delegate holds to run it, as ``edgert profile`` measures it (the growth of the
@@ -91,6 +96,9 @@ class DeviceProfile:
     cloud: CloudSpec | None = None
     power: PowerSpec | None = None
     thermal: ThermalSpec | None = None
+    #: share (0..1) of each processor's time taken by other processes (a busy neighbour); the simulator
+    #: stretches runs there by 1 / (1 - share)
+    background: dict[str, float] = field(default_factory=dict)
 
     @property
     def models(self) -> list[str]:
@@ -112,6 +120,8 @@ class DeviceProfile:
             out["energy_mj"] = self.energy_mj
         if self.memory_mb:
             out["memory_mb"] = self.memory_mb
+        if self.background:
+            out["background"] = self.background
         if self.cloud is not None:
             c = self.cloud
             out["cloud"] = {
@@ -164,6 +174,7 @@ class DeviceProfile:
             memory_mb=_memory_table(obj.get("memory_mb", {}), names, bad),
             cloud=_cloud(obj.get("cloud"), bad),
             sources=_sources(obj.get("sources", {}), bad),
+            background=_background(obj.get("background", {}), names, bad),
         )
         _attach_power(prof, obj, bad)
         return prof
@@ -172,6 +183,21 @@ class DeviceProfile:
     def load(cls, path: str | Path) -> DeviceProfile:
         """Read a profile JSON file; raises TraceError on a missing, unreadable or malformed file."""
         return cls.from_json(_read_json(Path(path)), origin=str(path))
+
+
+def _background(v: Any, names: set[str], bad: Any) -> dict[str, float]:
+    """``background``: processor name -> share of its time other processes take (0 <= share < 1)."""
+    if not isinstance(v, dict):
+        raise bad(f"background is {{processor: share}}, e.g. {{\"cpu0\": 0.5}}, got {_kind(v)}")
+    out: dict[str, float] = {}
+    for name, share in v.items():
+        if name not in names:
+            raise bad(f"background names unknown processor {name!r}; known: {sorted(names)}")
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share < 1.0:
+            raise bad(f"background[{name!r}] is the share of its time other processes take, 0 <= share < 1, "
+                      f"got {share!r}")
+        out[name] = float(share)
+    return out
 
 
 def _attach_power(prof: DeviceProfile, obj: dict[str, Any], bad: Any) -> None:

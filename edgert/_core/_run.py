@@ -396,7 +396,7 @@ class Dispatcher:
         self._pending[rid] = req
         self.ends.inflight += 1
         if self.trace is not None:
-            self.trace.request(t_trace, m.name, deadline, req.trace_id, after_key, priority)
+            self.trace.request(t_trace, m.name, deadline, req.trace_id, after_key, priority, frame)
         return req
 
     # -- 3. queue, 4. run -------------------------------------------------------------------

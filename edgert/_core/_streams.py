@@ -64,8 +64,10 @@ class Streams:
             if name in self.open:
                 raise ConfigError(f"a stream named {name!r} is open already; close it or pass another name")
             cloud = any(w.kind == "cloud" for w in d.workers)
-            self.controller.add(name, fps, priority, ladder, cloud if offload is None else offload and cloud,
-                                max_in_flight)
+            st = self.controller.add(name, fps, priority, ladder, cloud if offload is None else offload and cloud,
+                                     max_in_flight)
+            if d.trace is not None:
+                d.trace.stream(name, fps, priority, st.rates, st.offload, max_in_flight)
             s = self.open[name] = Stream(self, name, fps, priority)
         return s
 
@@ -120,6 +122,8 @@ class Stream:
                 decision = self._hub.controller.offer(self.name, at, d.backlog_locked(now))
                 d.lanes_open = not self._hub.controller.urgent(now)
             f = d.new_frame_locked(at, decision.deadline_ms)
+            if d.trace is not None:   # every frame offered, taken or not: a replay offers it again
+                d.trace.frame(self.name, f.index, at, now, decision.taken, decision.reason, decision.deadline_ms)
         return StreamFrame(self, decision, f)
 
     @property

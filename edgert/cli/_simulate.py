@@ -54,6 +54,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=_args.seed, default=0, metavar="N", help="seed for cascade draws and latency noise")
     p.add_argument("--burst", type=_args.burst, default=None, metavar="START:DUR:FACTOR",
                    help="extra streams from START s for DUR s, FACTOR x the load (e.g. 4:2:3)")
+    p.add_argument("--priority", default=None, metavar="STREAM=LEVEL[,...]",
+                   help="offer every frame to the stream controller, closed-loop, with these levels (critical, high, "
+                        "normal, low); a scenario's streams are its root models, e.g. hand_tracking=critical")
+    p.add_argument("--streams", action=argparse.BooleanOptionalAction, default=None,
+                   help="offer frames to the stream controller (default: with --priority, or when the trace has "
+                        "streams); with streams a scenario's --load X is X users")
     p.add_argument("--json", type=_args.output_path(), default=None, metavar="F", help="write the summary as JSON")
     p.add_argument("--timeline", type=_args.output_path(), default=None, metavar="F.json",
                    help="write a Chrome trace-event timeline (open in ui.perfetto.dev), one track per processor")
@@ -87,10 +93,12 @@ def _run(args: argparse.Namespace) -> int:
     # the one builder `edgert sweep` uses too: a sweep cell and this command give the same figures
     cfg = sim_config(scenario=args.scenario, trace=args.trace, device=args.device, scheduler=args.scheduler,
                      objective=args.objective, load=args.load, duration_s=args.duration, seed=args.seed,
-                     burst=args.burst, live=live)
+                     burst=args.burst, live=live, streams=args.streams, priority=args.priority)
     res = _run_with_progress(cfg, run_simulation)
     summary = res.summary()
     _print_summary(summary, cfg)
+    if summary.get("per_stream"):
+        _print_streams(summary["per_stream"])
     if live:
         _print_comparison(summary, live_figures(live))
     if args.json:
@@ -175,7 +183,8 @@ def _config_json(cfg: Any) -> dict[str, Any]:
     b = cfg.burst
     return {"scenario": cfg.scenario, "trace": None if cfg.trace is None else str(cfg.trace),
             "device": str(cfg.profile), "scheduler": cfg.scheduler, "objective": cfg.objective, "load": cfg.load,
-            "duration_s": cfg.duration_s, "seed": cfg.seed,
+            "duration_s": cfg.duration_s, "seed": cfg.seed, "streams": cfg.streams,
+            "priorities": None if cfg.priorities is None else dict(cfg.priorities),
             "burst": None if b is None else {"start_s": b.start_s, "duration_s": b.duration_s, "factor": b.factor}}
 
 
@@ -223,6 +232,22 @@ def _print_summary(s: dict[str, Any], cfg: Any) -> None:
         print(_energy_line(s))
     print(f"simulated {s['sim_span_ms'] / 1000:.1f} s in {s['wall_s']:.2f} s wall "
           f"({s['wall_requests_per_s'] or 0:,.0f} requests/s)")
+
+
+def _print_streams(per: dict[str, Any]) -> None:
+    """Each stream: frames offered, taken, on time, shed, its rung and its steps."""
+    from edgert.tables import Column, render  # noqa: PLC0415
+
+    cols = [Column("stream", "<", wrap=True), Column("level", "<"), Column("frames"), Column("taken"),
+            Column("on time"), Column("late"), Column("shed"), Column("fps now"), Column("steps")]
+    rows = []
+    for name, s in per.items():
+        on = s["on_time"] / s["frames"] if s["frames"] else 0.0
+        rows.append((name, s["priority"], str(s["frames"]), str(s["taken"]), f"{100 * on:.1f}%", str(s["late"]),
+                     str(s["frames_shed"]), f"{s['rung_fps']:g}", str(len(s["steps"]))))
+    print()
+    print(render(cols, rows, title="streams (the stream controller, closed-loop)",
+                 footer=["on time: share of the frames offered; shed: not taken (frames_shed_by in --json)"]))
 
 
 def _energy_line(s: dict[str, Any]) -> str:

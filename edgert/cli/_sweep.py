@@ -31,7 +31,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         description="Simulate every combination of a grid (TOML lists under `edgert simulate`'s names) on "
                     "every core or a Dask cluster; one row per cell with simulate --json's figures.")
     p.add_argument("grid", metavar="GRID.toml", help="the grid: lists under scenario|trace, device, scheduler, "
-                   "objective, load, seed, burst; duration a number (see docs/sweep.md)")
+                   "objective, load, seed, burst, streams, priority; duration a number (see docs/sweep.md)")
     p.add_argument("-o", "--output", required=True, type=_args.output_path(".csv", ".parquet"), metavar="F",
                    help="results.csv or results.parquet; an existing one of the same grid is resumed")
     where = p.add_mutually_exclusive_group()

@@ -51,19 +51,21 @@ class TaskResult:
 
 def sim_config(*, scenario: str | None, trace: str | Path | None, device: str | Path, scheduler: str | None,
                objective: str | None, load: float, duration_s: float | None, seed: int, burst: str | None,
-               live: Sequence[Any] = ()) -> Any:
+               live: Sequence[Any] = (), streams: bool | None = None, priority: str | None = None) -> Any:
     """The :class:`~scheduler.sim.SimConfig` of ``edgert simulate`` with these options (``burst`` as
     ``START:DUR:FACTOR``; ``live``: the trace's recorded outcomes, whose hand-off delays and stage gaps a
-    replay draws from). ``edgert simulate`` and every sweep cell build their run here, so one set of
-    options gives one result."""
+    replay draws from; ``streams`` and ``priority`` (``STREAM=LEVEL,...``) as ``edgert simulate``'s). ``edgert
+    simulate`` and every sweep cell build their run here, so one set of options gives one result."""
     from edgert._replay import handoff_samples, stage_gaps  # noqa: PLC0415
     from scheduler.sim import Burst, SimConfig  # noqa: PLC0415
+    from scheduler.sim.streams import parse_priorities  # noqa: PLC0415
 
     outcomes = list(live)
     return SimConfig(scenario=scenario, trace=trace, profile=device, scheduler=scheduler, load=load,
                      duration_s=duration_s, seed=seed, objective=objective,
                      burst=Burst.parse(burst) if burst else None,
-                     dispatch_ms=handoff_samples(outcomes) or 0.0, stage_gap_ms=stage_gaps(outcomes) or None)
+                     dispatch_ms=handoff_samples(outcomes) or 0.0, stage_gap_ms=stage_gaps(outcomes) or None,
+                     streams=streams, priorities=parse_priorities(priority) or None)
 
 
 def make_task(cell: Cell, per_model: bool = False, cache: dict[Path, bytes] | None = None) -> Task:
@@ -119,7 +121,8 @@ def _simulate(cell: Cell, per_model: bool) -> tuple[dict[str, Any], ...]:
     cfg = sim_config(scenario=cell.scenario, trace=cell.trace,
                      device=cell.device_path if cell.device_path is not None else cell.device,
                      scheduler=cell.scheduler, objective=cell.objective, load=cell.load,
-                     duration_s=cell.duration_s, seed=cell.seed, burst=cell.burst, live=live)
+                     duration_s=cell.duration_s, seed=cell.seed, burst=cell.burst, live=live,
+                     streams=cell.streams, priority=cell.priority)
     summary = run_simulation(cfg).summary()
     rows = [figures(summary, FIGURES)]
     if per_model:

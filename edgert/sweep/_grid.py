@@ -8,6 +8,8 @@
     load      = [1, 2]
     seed      = [0, 1]
     duration  = 600                               # simulated seconds (a number)
+    streams   = true                              # frames through the stream controller (load = users)
+    priority  = ["hand_tracking=critical", "none"]  # as simulate --priority (turns streams on)
 
 A key left out takes ``edgert simulate``'s default; a single value may stand without a list.
 Every combination is a cell, in the grid's key order (the last key varies fastest). Paths are
@@ -32,7 +34,7 @@ from edgert.errors import ConfigError
 
 #: The grid's keys, in the order of ``edgert simulate``'s options.
 KEYS: tuple[str, ...] = ("scenario", "trace", "device", "scheduler", "objective", "load", "seed", "burst",
-                         "duration")
+                         "duration", "streams", "priority")
 #: Largest ``load`` (as ``edgert simulate --load``).
 MAX_LOAD = 1_000.0
 #: Longest ``duration`` (s), as ``edgert simulate --duration``.
@@ -63,6 +65,10 @@ class Cell:
     seed: int
     burst: str | None
     duration_s: float | None
+    #: as ``edgert simulate --streams`` (None: its default)
+    streams: bool | None = None
+    #: as ``edgert simulate --priority`` (``STREAM=LEVEL,...``; None: none)
+    priority: str | None = None
 
     def key(self, version: str, digests: Mapping[str, str]) -> str:
         """The cell's identity in an output: its params, edgert's version and its input files' sha256."""
@@ -185,6 +191,20 @@ def _check(where: str, key: str, v: Any, base: Path) -> Any:
         if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**63:
             raise ConfigError(f"{where}: seed must be a whole number >= 0, got {v!r}")
         return v
+    if key == "streams":
+        if not isinstance(v, bool):
+            raise ConfigError(f"{where}: streams must be true or false, got {v!r}")
+        return v
+    if key == "priority":
+        from scheduler.sim.streams import parse_priorities  # noqa: PLC0415
+
+        if v in ("", "none"):
+            return None
+        try:
+            parse_priorities(v if isinstance(v, str) else repr(v))
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        return v
     return _burst(where, v)
 
 
@@ -248,7 +268,7 @@ def _cell(written: dict[str, Any], meant: dict[str, Any], keys: tuple[str, ...])
                 trace=meant.get("trace"), device=device, device_path=device_path,
                 scheduler=meant.get("scheduler"), objective=meant.get("objective"),
                 load=meant.get("load", 1.0), seed=meant.get("seed", 0), burst=meant.get("burst"),
-                duration_s=meant.get("duration"))
+                duration_s=meant.get("duration"), streams=meant.get("streams"), priority=meant.get("priority"))
 
 
 def _check_size(where: str, cell: Cell) -> None:

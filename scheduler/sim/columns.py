@@ -15,10 +15,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from scheduler.errors import TraceError
+
+if TYPE_CHECKING:
+    from scheduler.sim.streams import StreamSpec
 
 
 class Request:
@@ -80,6 +84,9 @@ class Workload:
         keys: the trace's id strings, or None (then a request's key is ``stream/frame``).
         priorities: the level of each stream that declares one other than ``normal`` (a trace line's
             ``priority``); the policy sees it as ``RequestView.priority``.
+        stream_specs: a live trace's streams (``rt.stream``), by name ({} for a scenario, or a trace without).
+        stream_frames: the frames those streams offered, taken or not: ``(stream, frame number, capture ms)``
+            each, in order; a request of one carries its frame number in ``frame``.
     """
 
     name: str
@@ -96,6 +103,8 @@ class Workload:
     origin: dict[str, str]
     keys: list[str] | None = None
     priorities: dict[str, str] = field(default_factory=dict)
+    stream_specs: dict[str, StreamSpec] = field(default_factory=dict)
+    stream_frames: list[tuple[str, int, float]] = field(default_factory=list)
     _objects: list[Request] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:

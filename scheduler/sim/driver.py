@@ -51,6 +51,7 @@ from scheduler.sim.latency import bind_latencies, hand_offs, latency_table, make
 from scheduler.sim.memory import fit_memory
 from scheduler.sim.metrics import Outcome, outcome_of
 from scheduler.sim.processor import SimProcessor
+from scheduler.sim.streams import SimStreams, StreamPlan
 from scheduler.types import Policy, RequestView, SchedulerView
 
 #: A broken decision stops a simulated run (the live runtime drops the request instead): see scheduler.contract
@@ -82,6 +83,8 @@ class RequestColumns(NamedTuple):
     downstream_ms: list[float]
     #: its stream's level (``Workload.priorities``; ``normal`` unless the trace says otherwise)
     priority: list[str]
+    #: the processors it may run on (None: any; a stream frame on the cloud rung: the cloud only)
+    allowed: list[tuple[str, ...] | None]
 
 
 class RootArrivals:
@@ -135,12 +138,13 @@ class Simulation:
                  "processors", "by_name", "refused", "estimator", "_cands", "_downstream", "heat", "now_ms",
                  "decisions", "events", "_out", "_ready", "_start", "_end", "_dropped", "_proc", "_reasons", "_done",
                  "_children", "_pending", "_heap", "_seq", "_mcode", "_cols", "_expected", "_views", "_pviews",
-                 "_unplaced", "_groups_done", "_start_a", "_end_a", "_where", "_on_tick", "_tick_every")
+                 "_unplaced", "_groups_done", "_start_a", "_end_a", "_where", "_on_tick", "_tick_every", "plan",
+                 "streams")
 
     def __init__(self, workload: Workload, profile: DeviceProfile, policy: Policy, *, seed: int = 0,
                  noise: float = 0.1, cloud_noise: float = 0.2, offload: bool = True, cloud_slots: int = 4,
                  dispatch_ms: float | Sequence[float] = 0.0, thermal: bool = True,
-                 stage_gap_ms: Sequence[float] | None = None) -> None:
+                 stage_gap_ms: Sequence[float] | None = None, streams: StreamPlan | None = None) -> None:
         #: by request id: its hand-off delay (ms)
         self._hand = hand_offs(dispatch_ms, len(workload), seed)
         self._no_hand = isinstance(dispatch_ms, (int, float)) and dispatch_ms == 0   # (valid: hand_offs checked it)
@@ -174,6 +178,10 @@ class Simulation:
         self.decisions = 0
         self.events = 0
         self._out: Outcome | None = None
+        #: the stream frames offered to the overload controller (:mod:`scheduler.sim.streams`); None: open-loop
+        self.plan = streams
+        #: the controller's driver of the latest run (None without a plan)
+        self.streams: SimStreams | None = None
 
     def _validate(self, table: dict[str, dict[str, float]]) -> None:
         known = set(self.profile.latency_ms) | set(table)
@@ -236,7 +244,7 @@ class Simulation:
         self._cols = RequestColumns(np.array(wl.models, object)[wl.model].tolist(),
                                     np.array(wl.streams, object)[wl.stream].tolist(),
                                     wl.frame.tolist(), (wl.t_ms + wl.slo_ms).tolist(), self._downstream,
-                                    levels[wl.stream].tolist())
+                                    levels[wl.stream].tolist(), [None] * n)
         self._expected = self.estimator.ema_table()   # read by the processors' views
         self._views = [p.idle_view for p in self.processors]
         self._pviews = tuple(self._views)
@@ -246,6 +254,7 @@ class Simulation:
         self._groups_done = 0
         self.decisions = 0
         self.now_ms = 0.0
+        self.streams = SimStreams(self.plan, self) if self.plan is not None else None
 
     def _step(self, now: float, arrivals: RootArrivals) -> None:
         """Everything that happens at instant ``now``, in SimPy's order: the events due, the root arrivals,
@@ -259,7 +268,10 @@ class Simulation:
             else:
                 self._ready_now((event.request,), now)
         if arrivals.next_ms == now:
-            self._ready_now(arrivals.take(), now)
+            if self.streams is None:
+                self._ready_now(arrivals.take(), now)
+            else:   # each frame offered to the controller: taken, it becomes ready; not taken, it is dropped
+                self.streams.arrive(arrivals.take(), now)
             self._groups_done += 1
             if self._on_tick is not None and self._groups_done % self._tick_every == 0:
                 self._on_tick(now)
@@ -278,7 +290,8 @@ class Simulation:
         for rid in rids:
             self._ready[rid] = now
             self._pending[rid] = RequestView(rid, cols.model[rid], now, cols.deadline_ms[rid], cols.stream[rid],
-                                             cols.frame[rid], cols.downstream_ms[rid], None, cols.priority[rid])
+                                             cols.frame[rid], cols.downstream_ms[rid], cols.allowed[rid],
+                                             cols.priority[rid])
 
     def _run_ends(self, rid: int, now: float) -> None:
         """Request ``rid``'s run ends at ``now``: the estimator learns its time, its processor starts the head of
@@ -292,6 +305,8 @@ class Simulation:
             self._start_run(p, p.dequeue(self._mcode), now)
         p.view = None   # changed: rebuilt before the next decision
         self._stages_after(rid, now)
+        if self.streams is not None:
+            self.streams.ran(rid, p, self._start[rid], now)
 
     def _stages_after(self, rid: int, now: float) -> None:
         """The cascade stages that fire after ``rid`` (ended at ``now``) become ready: at once, or after the
@@ -378,10 +393,44 @@ class Simulation:
             self._dropped[rid] = 1
             self._reasons[rid] = reason
             self._done.append(rid)
+            if self.streams is not None:
+                self.streams.dropped(rid, now)
             kids = self._children[rid]
             if kids is not None:
                 why = f"upstream request {self.workload.key(rid)!r} was dropped"
                 stack.extend((c, why) for c in reversed(kids))
+
+    # ---- what the stream controller's driver reads and does (scheduler.sim.streams) ----------------
+    @property
+    def request_columns(self) -> RequestColumns:
+        """The columns each request's view is built from (a stream frame taken sets its requests' deadline,
+        level and processors here before they are ready)."""
+        return self._cols
+
+    @property
+    def start_ms(self) -> list[float]:
+        """By request id: when its run started (ms; NaN before)."""
+        return self._start
+
+    def pending_views(self) -> Sequence[RequestView]:
+        """The requests pending now (ready, not yet placed)."""
+        return tuple(self._pending.values())
+
+    def candidates_of(self, rid: int) -> Sequence[SimProcessor]:
+        """The processors that support request ``rid``'s model."""
+        return self._cands[self._mcode[rid]]
+
+    def ready_now(self, rids: Sequence[int], now: float) -> None:
+        """Requests ``rids`` become pending at ``now``."""
+        self._ready_now(rids, now)
+
+    def drop_request(self, rid: int, reason: str, now: float) -> None:
+        """Drop request ``rid`` (and its cascade stages) at ``now``, saying ``reason``."""
+        self._drop(rid, reason, now)
+
+    def stream_stats(self) -> dict[str, dict[str, Any]]:
+        """Each stream's figures, with the keys of the live ``s.stats()`` (after :meth:`run`; {} without streams)."""
+        return self.streams.stats() if self.streams is not None else {}
 
     def _tally(self) -> None:
         """Each processor's ``busy_ms`` and ``n_runs`` from the runs' start and end times (after :meth:`run`)."""
@@ -403,5 +452,6 @@ class Simulation:
         """Every request's terminal state, in the order they reached it (after :meth:`run`)."""
         if self._out is None:
             self._out = outcome_of(self.workload, [p.name for p in self.processors], self._done, self._dropped,
-                                   self._ready, self._start_a, self._end_a, self._where, self._reasons)
+                                   self._ready, self._start_a, self._end_a, self._where, self._reasons,
+                                   self._cols.deadline_ms if self.streams is not None else None)
         return self._out

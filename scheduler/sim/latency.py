@@ -86,6 +86,8 @@ def latency_table(profile: DeviceProfile, procs: Sequence[SimProcessor], noise: 
             if pname not in names:
                 continue
             p90 = profile.latency_p90_ms.get(model, {}).get(pname)
+            stretch = 1.0 / (1.0 - profile.background.get(pname, 0.0))   # a busy neighbour takes that share
+            ms, p90 = ms * stretch, None if p90 is None else p90 * stretch
             if p90 is not None and ms > 0:
                 # latency_ms is the median (what `edgert profile` writes as p50): log-normal through both
                 sigma = max(0.0, math.log(p90 / ms)) / _Z90

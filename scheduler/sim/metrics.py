@@ -98,11 +98,14 @@ class Outcome:
 
 
 def outcome_of(wl: Any, processors: list[str], done: Sequence[int], dropped: bytearray, ready: Sequence[float],
-               start_ms: np.ndarray, end_ms: np.ndarray, where: np.ndarray, reasons: dict[int, str]) -> Outcome:
+               start_ms: np.ndarray, end_ms: np.ndarray, where: np.ndarray, reasons: dict[int, str],
+               deadline_ms: Sequence[float] | None = None) -> Outcome:
     """A simulated run's :class:`Outcome` from the driver's columns: requests in the order they ended
-    (``done``), each run's start and end (ms) and processor index (-1: none) by request id."""
+    (``done``), each run's start and end (ms) and processor index (-1: none) by request id; ``deadline_ms`` by
+    request id where the run set them (stream frames: their period at the stream's rung), else the workload's."""
     order = np.fromiter(done, np.int64, len(done))
-    deadline = (wl.t_ms + wl.slo_ms)[order]
+    deadline = (wl.t_ms + wl.slo_ms if deadline_ms is None
+                else np.fromiter(deadline_ms, np.float64, len(deadline_ms)))[order]
     end = end_ms[order]
     is_dropped = np.frombuffer(dropped, np.uint8)[order].astype(bool)
     status = np.where(is_dropped, _DROPPED, np.where(end <= deadline, _OK, _LATE)).astype(np.int8)

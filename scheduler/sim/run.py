@@ -23,8 +23,9 @@ from scheduler.sim.driver import Simulation
 from scheduler.sim.heat import energy_summary
 from scheduler.sim.metrics import Outcome, summarize
 from scheduler.sim.profiles import load_profile
+from scheduler.sim.streams import StreamPlan, scenario_plan, trace_plan
 from scheduler.sim.trace import read_trace
-from scheduler.sim.workload import Burst, apply_scaling, build_scenario
+from scheduler.sim.workload import SCENARIOS, Burst, apply_scaling, build_scenario
 from scheduler.timeline import RequestRecord
 from scheduler.types import Policy
 
@@ -56,6 +57,13 @@ class SimConfig:
         thermal: model the profile's heat and throttling (when it has a ``thermal`` section).
         objective: the policy's objective (``"deadlines"``, ``"balanced"``, ``"energy"``) for a policy
             that has one (edgert's); None = its default. The policy gets the profile's energy figures.
+        streams: offer every frame to the overload controller, closed-loop (:mod:`scheduler.sim.streams`): a
+            scenario's root streams with their cascades, or a live trace's streams (its ``frame`` records).
+            None: on when ``priorities`` are given or the trace has streams. With streams, a scenario's
+            ``load`` X is X users: every stream has ``ceil(X)`` copies, phase-shifted, the last one offering
+            a share ``X - floor(X)`` of its frames when X is fractional (each frame keeps its period as deadline).
+        priorities: stream name -> level (``critical``, ``high``, ``normal``, ``low``); a name sets every
+            user's copy of that stream. Turns streams on.
     """
 
     scenario: str | None = None
@@ -75,6 +83,15 @@ class SimConfig:
     thermal: bool = True
     objective: str | None = None
     run_seed: int | None = None
+    streams: bool | None = None
+    priorities: Mapping[str, str] | None = None
+
+    @property
+    def streamed(self) -> bool | None:
+        """Whether frames go through the stream controller (None: a trace's own say, when it has streams)."""
+        if self.streams is not None:
+            return self.streams
+        return True if self.priorities else None
 
 
 @dataclass(slots=True)
@@ -99,6 +116,8 @@ class SimResult:
     heat: dict[str, Any] | None = None
     #: (model, processor) placements refused for want of memory, each ``Refusal.to_json()``
     memory_refused: list[dict[str, Any]] = field(default_factory=list)
+    #: each stream's figures (the keys of the live ``s.stats()``); {} without streams
+    per_stream: dict[str, dict[str, Any]] = field(default_factory=dict)
     _summary: dict[str, Any] | None = field(default=None, repr=False)
 
     def summary(self) -> dict[str, Any]:
@@ -121,6 +140,8 @@ class SimResult:
                 s["thermal"] = self.heat
             if self.memory_refused:
                 s["memory_refused"] = self.memory_refused
+            if self.per_stream:
+                s["per_stream"] = self.per_stream
             s["wall_s"] = round(self.wall_s, 4)
             s["wall_requests_per_s"] = round(len(self.outcome) / self.wall_s, 1) if self.wall_s > 0 else None
             self._summary = s
@@ -164,7 +185,7 @@ def run_simulation(config: SimConfig, progress: Callable[[float], None] | None =
         sim = Simulation(wl, profile, policy, seed=run_seed, noise=config.noise,
                          cloud_noise=config.cloud_noise, offload=config.offload, cloud_slots=config.cloud_slots,
                          dispatch_ms=config.dispatch_ms, thermal=config.thermal,
-                         stage_gap_ms=_gaps(wl, config.stage_gap_ms))
+                         stage_gap_ms=_gaps(wl, config.stage_gap_ms), streams=_plan(config, wl))
         last_t = float(wl.t_ms[-1]) if len(wl) else 0.0
         tick = None
         if progress is not None:
@@ -183,7 +204,7 @@ def run_simulation(config: SimConfig, progress: Callable[[float], None] | None =
             processors=[(p.name, p.kind, p.slots, p.busy_ms, p.n_runs) for p in sim.processors],
             outcome=sim.outcome(), span_ms=span, decisions=sim.decisions, events=sim.events, wall_s=wall,
             heat=None if sim.heat is None else sim.heat.to_json(),
-            memory_refused=[r.to_json() for r in sim.refused],
+            memory_refused=[r.to_json() for r in sim.refused], per_stream=sim.stream_stats(),
         )
         # Free the run's per-request lists (a dozen of ~n entries each) while the collector is still off: alive
         # when it is switched back on, its first pass would walk every entry of them (0.05 s an hour of AR
@@ -201,10 +222,45 @@ def _workload(config: SimConfig) -> Workload:
     """The requests ``config`` names: its scenario's, or its trace's, scaled by its load, duration and burst."""
     if config.scenario is not None:
         duration = DEFAULT_DURATION_S if config.duration_s is None else config.duration_s
+        if config.streamed:   # load X is X users: copies of every stream over the whole run
+            if config.burst is not None:
+                raise ConfigError("--burst does not combine with streams (a scenario's load is its users there); "
+                                  "give --load X for X users, or drop --priority / --streams")
+            users = Burst(0.0, duration, config.load) if config.load > 1.0 else None
+            if config.load < 1.0:
+                raise ConfigError(f"with streams, --load is the number of users (>= 1), got {config.load:g}")
+            return build_scenario(config.scenario, duration, 1.0, users, config.seed)
         return build_scenario(config.scenario, duration, config.load, config.burst, config.seed)
     assert config.trace is not None   # SimConfig: exactly one of scenario or trace
     return apply_scaling(read_trace(config.trace, config.seed), config.load, config.duration_s,
                          config.burst, config.seed)
+
+
+def _plan(config: SimConfig, wl: Workload) -> StreamPlan | None:
+    """The stream frames of ``wl`` when ``config`` runs streams (None: open-loop), with its priorities.
+
+    Raises:
+        ConfigError: streams asked of a trace that has none, a burst over a trace's streams, or a priority
+            naming no stream.
+    """
+    if config.streamed is False:
+        return None
+    if config.scenario is not None:
+        if not config.streamed:
+            return None
+        fps = {s.model: s.fps for s in SCENARIOS[config.scenario] if s.after is None}
+        plan: StreamPlan | None = scenario_plan(wl, fps)
+    else:
+        plan = trace_plan(wl)
+        if plan is None:
+            if config.streamed:
+                raise ConfigError(f"trace {config.trace} has no stream frames (it was written without rt.stream, or "
+                                  "before traces recorded them); replay it without --priority / --streams")
+            return None
+        if config.burst is not None:
+            raise ConfigError("--burst does not combine with a trace's streams; replay it without --burst")
+    assert plan is not None
+    return plan.with_priorities(config.priorities) if config.priorities else plan
 
 
 def _gaps(wl: Workload, by_key: Mapping[str, float] | None) -> list[float] | None:

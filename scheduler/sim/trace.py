@@ -14,6 +14,17 @@ ignored, so a live run's ``trace=`` file replays as is. Lines may come in
 any order (a live run writes them as requests finish); ``after`` may name a
 line further down. Blank lines and lines starting with ``#`` are skipped.
 
+A line with a ``type`` is not a request (a trace written before those records had
+none, and loads as it did): ``header`` names the format and its version (at most
+:data:`VERSION`), ``stream`` a stream a live run opened (``rt.stream``: name,
+``fps``, ``priority``, ``rates``, ``offload``, ``max_in_flight``), ``frame`` a frame
+it offered, taken or not (``stream``, ``frame`` number, ``t_ms`` of capture,
+``taken``, ``reason``); the requests of a frame carry its number in ``frame``. A
+frame not taken live has no requests of its own: it is given those of the
+nearest frame of its stream that was taken (ids ``f<N>/<model>``, times shifted
+to its own), so a replay offers every frame again and the controller decides
+anew (:mod:`scheduler.sim.streams`).
+
 Every problem is a :class:`~scheduler.errors.TraceError` naming the file and
 line: bad JSON or text that is not UTF-8, a missing, mistyped or out-of-range
 field (``t_ms`` and ``slo_ms`` are finite, at most :data:`MAX_MS`), a duplicate
@@ -25,6 +36,7 @@ and keeps only the parsed columns (no line text, no per-request objects).
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 from array import array
@@ -36,6 +48,7 @@ import numpy as np
 
 from scheduler.errors import TraceError, open_input
 from scheduler.priority import DEFAULT_PRIORITY, PRIORITIES, RANK
+from scheduler.sim.streams import StreamSpec
 from scheduler.sim.workload import Request, Workload
 
 #: Largest ``t_ms`` / ``slo_ms`` a trace may give (ms): 1e10 ms, about 116 days.
@@ -44,6 +57,10 @@ MAX_MS = 1e10
 MAX_LINE_BYTES = 1 << 20
 #: Largest ``frame`` number (the column is int64).
 MAX_FRAME = (1 << 62) - 1
+#: The newest trace format this parser reads (``edgert._core._trace``'s header record).
+VERSION = 2
+#: The keys of a live request line that say what happened to it (not copied to a frame given its requests).
+_OUTCOME_KEYS = ("status", "processor", "wait_ms", "latency_ms", "precision", "reason")
 _EXAMPLE = '{"t_ms": 12.5, "model": "hand", "slo_ms": 22.0}'
 
 
@@ -84,18 +101,126 @@ def parse_trace(lines: Iterable[str], name: str = "<trace>", seed: int = 0) -> W
     as soon as both ends have been read. Nothing but the parsed columns is kept.
     """
     cols = _Columns(name)
+    frames = _StreamFrames(name)
     for lineno, line in enumerate(lines, 1):
         s = line.strip()
         if not s or s.startswith("#"):
             continue
         where = f"{name}:{lineno}"
-        cols.add(_fields(_json_object(s, where), where, lineno), lineno, where)
+        obj = _json_object(s, where)
+        if "type" in obj:
+            frames.record(obj, where, lineno)
+            continue
+        if frames.owns(obj):   # its level is the controller's per frame: the replay's controller sets it again
+            obj.pop("priority", None)
+            frames.request(obj)
+        cols.add(_fields(obj, where, lineno), lineno, where)
+    frames.fill(cols)
     if not cols.keys:
         raise TraceError(f"{name}: the trace has no requests")
     cols.check_links()
     rng = np.random.default_rng([seed, 3])
     fires = _fires(cols, rng.random(len(cols.keys)))
-    return cols.workload(fires)
+    wl = cols.workload(fires)
+    wl.stream_specs, wl.stream_frames = frames.specs, frames.offered()
+    return wl
+
+
+class _StreamFrames:
+    """A live trace's streams and the frames they offered (its typed records), and the request lines of the
+    frames taken, which a frame not taken is given (see the module doc)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.specs: dict[str, StreamSpec] = {}
+        self._frames: dict[int, tuple[str, float, bool, int]] = {}   # number -> (stream, t_ms, taken, line)
+        self._lines: dict[int, list[dict[str, Any]]] = {}              # frame number -> its request lines
+
+    def record(self, obj: dict[str, Any], where: str, lineno: int) -> None:
+        """One typed line: a header, a stream or a frame."""
+        kind = obj["type"]
+        if kind == "header":
+            v = obj.get("version")
+            if not isinstance(v, int) or isinstance(v, bool) or v > VERSION:
+                raise TraceError(f"{where}: trace format version {_show(v)}; this edgert reads versions up to "
+                                 f"{VERSION}: update edgert to replay it")
+        elif kind == "stream":
+            name = _ident(obj.get("stream"), "a stream record needs its name under 'stream'", where)
+            fps = _num(obj, "fps", where, required=True)
+            level = obj.get("priority", DEFAULT_PRIORITY)
+            rates = obj.get("rates")
+            good_rates = rates is None or (isinstance(rates, list) and bool(rates) and all(
+                isinstance(r, (int, float)) and not isinstance(r, bool) and r > 0 for r in rates))
+            if not (fps and fps > 0) or level not in RANK or not good_rates:
+                raise TraceError(f"{where}: a stream record needs fps > 0, priority one of {', '.join(PRIORITIES)} "
+                                 f"and rates a list of fps > 0, got {_show(obj)}")
+            mif = obj.get("max_in_flight", 1)
+            self.specs[name] = StreamSpec(name, float(fps), level, None if rates is None else
+                                          tuple(float(r) for r in rates), bool(obj.get("offload", True)),
+                                          mif if isinstance(mif, int) and mif >= 1 else 1)
+        elif kind == "frame":
+            stream = _ident(obj.get("stream"), "a frame record needs its stream under 'stream'", where)
+            if stream not in self.specs:
+                raise TraceError(f"{where}: frame of stream {stream!r}, which no stream record before it opened")
+            number = obj.get("frame")
+            if not isinstance(number, int) or isinstance(number, bool) or not 0 <= number <= MAX_FRAME:
+                raise TraceError(f"{where}: a frame record needs its number (an integer >= 0) under 'frame'")
+            t = _num(obj, "t_ms", where, required=True)
+            assert t is not None
+            self._frames[number] = (stream, t, bool(obj.get("taken")), lineno)
+        else:
+            raise TraceError(f"{where}: unknown record type {_show(kind)}; a typed line is a header, stream or "
+                             "frame record (a request line has no type)")
+
+    def owns(self, obj: dict[str, Any]) -> bool:
+        """Whether a request line belongs to a stream frame recorded before it."""
+        number = obj.get("frame")
+        return isinstance(number, int) and not isinstance(number, bool) and number in self._frames
+
+    def request(self, obj: dict[str, Any]) -> None:
+        """A request line of a stream frame, kept: the frames not taken copy them."""
+        self._lines.setdefault(obj["frame"], []).append(obj)
+
+    def fill(self, cols: _Columns) -> None:
+        """Give each frame that has no request lines (not taken live) the lines of its stream's nearest frame
+        that has them, shifted to its own time and renamed to its own number."""
+        by_stream: dict[str, list[tuple[float, int]]] = {}
+        for number, (stream, t, _, _) in self._frames.items():
+            if number in self._lines:
+                by_stream.setdefault(stream, []).append((t, number))
+        for got in by_stream.values():
+            got.sort()
+        for number, (stream, t, _, lineno) in sorted(self._frames.items()):
+            if number in self._lines or not by_stream.get(stream):
+                continue
+            got = by_stream[stream]
+            i = bisect.bisect_left(got, (t, -1))
+            near = min(got[max(0, i - 1):i + 1], key=lambda e: abs(e[0] - t))
+            where = f"{self.name}:{lineno} (frame {number}, given frame {near[1]}'s requests)"
+            for obj in self._lines[near[1]]:
+                c = {k: v for k, v in obj.items() if k not in _OUTCOME_KEYS}
+                c["id"] = _renamed(obj.get("id"), number, where)
+                if obj.get("after") is not None:
+                    c["after"] = _renamed(obj["after"], number, where)
+                shift = t - near[0]
+                c["t_ms"] = obj["t_ms"] + shift
+                if isinstance(obj.get("arrival_ms"), (int, float)):
+                    c["arrival_ms"] = obj["arrival_ms"] + shift
+                c["frame"] = number
+                cols.add(_fields(c, where, lineno), lineno, where)
+
+    def offered(self) -> list[tuple[str, int, float]]:
+        """Every frame offered, in capture order: ``(stream, number, t_ms)``."""
+        return sorted(((st, n, t) for n, (st, t, _, _) in self._frames.items()), key=lambda e: (e[2], e[1]))
+
+
+def _renamed(key: Any, number: int, where: str) -> str:
+    """A frame's request id (``f7/hand``) as frame ``number``'s (``f9/hand``)."""
+    text = _ident(key, "id must be a string", where)
+    _, sep, rest = text.partition("/")
+    if not sep:
+        raise TraceError(f"{where}: a stream frame's request id is f<N>/<model>, got {text!r}")
+    return f"f{number}/{rest}"
 
 
 def _json_object(s: str, where: str) -> dict[str, Any]:

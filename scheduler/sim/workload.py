@@ -301,7 +301,16 @@ def apply_scaling(wl: Workload, load: float = 1.0, duration_s: float | None = No
         r.id = i
     out = Workload.from_requests(wl.name, keep, wl.origin)
     out._objects = keep
+    _carry_streams(wl, out, load, duration_s)
     return out
+
+
+def _carry_streams(wl: Workload, out: Workload, load: float, duration_s: float | None) -> None:
+    """``out`` (``wl`` scaled) keeps ``wl``'s stream levels, streams and the frames they offered, scaled alike."""
+    out.priorities = dict(wl.priorities)
+    out.stream_specs = dict(wl.stream_specs)
+    end_ms = math.inf if duration_s is None else duration_s * 1000.0
+    out.stream_frames = [(st, n, t / load) for st, n, t in wl.stream_frames if t / load < end_ms]
 
 
 def _roots_and_depths(reqs: list[Request]) -> tuple[dict[int, Request], dict[int, int]]:

@@ -34,6 +34,7 @@ def recorded(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_every_line_carries_its_outcome_in_submission_order(recorded: Path) -> None:
     lines = [json.loads(ln) for ln in recorded.read_text().splitlines()]
+    assert lines.pop(0) == {"type": "header", "format": "edgert-trace", "version": 2}
     assert len(lines) == 65
     for ln in lines:
         assert ln["status"] in ("ok", "late") and ln["processor"] in ("cpu0", "cpu1")
