@@ -38,7 +38,8 @@ from recursion.subgraph import (
     is_internal,
     is_leaf,
 )
-from recursion.tree import PTBParseError, Tree, parse_ptb, read_ptb
+from recursion.ptb import PTBParseError, parse_ptb, read_ptb
+from recursion.tree import Tree
 
 __all__ = [
     "Branch", "CellHandle", "data", "Executor", "Forest", "InvokeOp", "OrtRunner", "PTBParseError", "Plan",

@@ -1,0 +1,374 @@
+"""The Penn-Treebank bracket reader: text to :class:`~recursion.tree.Tree` s, whole arrays at a time.
+
+A bracket string is read in three passes that each run in C over every token of
+every line at once, so the cost per token is a few numpy operations, not a
+Python loop iteration:
+
+1. Tokens: the lines' UTF-8 bytes as one uint8 array mark where each token starts
+   (a bracket, or a word character after a non-word one), and one ``str.split``
+   of the text with brackets blanked out gives the words, in the same order.
+2. Validation: a line is well formed when it starts with ``(``, its depth stays
+   above zero until its last token, that token ``)`` closes it, and no ``()`` is
+   empty. A line that fails is read again by :func:`_diagnose`, the explicit-stack
+   scanner, which raises :class:`PTBParseError` naming the first position at fault.
+3. Structure: brackets are matched by depth (the i-th ``(`` at a depth closes at
+   the i-th ``)`` back to it), each token's enclosing bracket is found by a sorted
+   search, and nodes are numbered in the order they close, which is post-order.
+
+Node rules (the same as the scanner's): a bare word is an unlabelled leaf;
+``(word)`` is an unlabelled leaf; ``(LABEL x)`` whose only child ``x`` is an
+unlabelled leaf gives that leaf the label; any other bracket is an internal node.
+Depth is unbounded: nothing recurses.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import chain
+
+import numpy as np
+
+from edgert.errors import InputError
+from recursion.tree import Tree
+
+__all__ = ["PTBParseError", "parse_ptb", "read_ptb"]
+
+# ASCII whitespace only: SST words contain U+00A0 (e.g. "8\xa01\\/2"), which is part of the word.
+_SPACE = " \t\r\n\f\v"
+_SPACES = str.maketrans({c: " " for c in _SPACE})
+_BLANK = str.maketrans({c: " " for c in _SPACE + "()"})   # words are what remains between blanks
+_IS_SPACE = np.zeros(256, dtype=bool)
+_IS_SPACE[[ord(c) for c in _SPACE]] = True
+_TOKEN = re.compile(f"[{_SPACE}]*(\\(|\\)|[^{_SPACE}()]+)")
+_OPEN, _CLOSE, _W = ord("("), ord(")"), ord("w")
+
+
+class PTBParseError(InputError):
+    """A PTB bracket string is malformed; ``position`` is the 0-based character offset."""
+
+    def __init__(self, message: str, text: str, position: int) -> None:
+        lo = max(0, position - 25)
+        snippet = text[lo : position + 25].replace("\n", " ")
+        caret = " " * (position - lo) + "^"
+        super().__init__(f"{message} at position {position}\n  {snippet}\n  {caret}")
+        self.reason = message
+        self.position = position
+        self.text = text
+
+
+def parse_ptb(text: str) -> Tree:
+    """Parse one PTB bracket tree of any arity, e.g. ``(3 (2 It) (4 (4 works) (2 .)))``.
+
+    ``(LABEL word)`` is a leaf; ``(LABEL child child …)`` an internal node whose
+    children are brackets or bare words (a bare word becomes an unlabelled
+    leaf); ``( (S …))`` has an empty label. Depth is unbounded (an explicit
+    stack). Raises :class:`PTBParseError` (an ``InputError``) naming the
+    position of an unbalanced bracket, an empty constituent or trailing text.
+
+    One line at a time this is a Python loop over the tokens (a few hundred ns
+    each); :func:`read_ptb` reads many lines at once in numpy.
+    """
+    labels: list[str] = []
+    words: list[str | None] = []
+    kids: list[list[int]] = []
+    height: list[int] = []
+    first: list[int] = []
+    stack: list[list] = []          # per open bracket: [label, children]
+    root = -1
+    label_next = False
+    for tok in filter(None, text.translate(_SPACES).replace("(", " ( ").replace(")", " ) ").split(" ")):
+        if root >= 0:
+            break
+        if tok == "(":
+            stack.append(["", []])
+            label_next = True
+            continue
+        if tok != ")":
+            if label_next:
+                stack[-1][0] = tok
+                label_next = False
+                continue
+            if not stack:
+                break
+            label, word = "", tok
+        else:
+            if not stack:
+                root = -2
+                break
+            label, children = stack.pop()
+            label_next = False
+            if children and (len(children) > 1 or words[children[0]] is None or labels[children[0]] or not label):
+                node = len(labels)      # an internal node
+                labels.append(label)
+                words.append(None)
+                kids.append(children)
+                height.append(1 + max([height[c] for c in children]))
+                first.append(first[children[0]])
+            elif children:              # "(LABEL x)", x an unlabelled leaf: the label is x's
+                node = children[0]
+                labels[node] = label
+            elif label:                 # "(word)": an unlabelled leaf
+                label, word = "", label
+                children = None
+            else:
+                break                   # "()"
+            if children is not None:
+                if stack:
+                    stack[-1][1].append(node)
+                else:
+                    root = node
+                continue
+        node = len(labels)              # a leaf
+        labels.append(label)
+        words.append(word)
+        kids.append([])
+        height.append(0)
+        first.append(node)
+        if stack:
+            stack[-1][1].append(node)
+        else:
+            root = node
+    else:
+        if root >= 0 and not stack:
+            return _tree(labels, words, kids, height, first)
+    _diagnose(text)
+    raise AssertionError(f"the scanner accepts what the parser refused: {text!r}")  # pragma: no cover
+
+
+def _tree(labels: list[str], words: list[str | None], kids: list[list[int]], height: list[int],
+          first: list[int]) -> Tree:
+    """A :class:`Tree` from per-node columns in post-order (nodes are numbered when they close)."""
+    n = len(labels)
+    arity = np.fromiter(map(len, kids), dtype=np.int64, count=n)
+    child_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(arity, out=child_ptr[1:])
+    child_idx = np.fromiter(chain.from_iterable(kids), dtype=np.int64, count=int(child_ptr[-1]))
+    return Tree(tuple(labels), tuple(words), child_ptr, child_idx,
+                np.array(height, dtype=np.int64), np.array(first, dtype=np.int64))
+
+
+def read_ptb(lines: Iterable[str]) -> list[Tree]:
+    """Parse every non-blank line (one tree a line) in one pass over all of them.
+
+    Raises :class:`PTBParseError` for the first malformed line, its reason
+    starting ``line N:`` (1-based) and its position within that line.
+    """
+    texts, numbers = [], []
+    for no, line in enumerate(lines, 1):
+        if line.strip():
+            texts.append(line)
+            numbers.append(no)
+    if not texts:
+        return []
+
+    def name_line(no: int, exc: PTBParseError) -> PTBParseError:
+        return PTBParseError(f"line {no}: {exc.reason}", exc.text, exc.position)
+
+    return _read(texts, numbers, name_line)
+
+
+def _read(texts: Sequence[str], numbers: Sequence[int], wrap) -> list[Tree]:
+    """Trees of ``texts``; a malformed one is diagnosed and raised through ``wrap(line number, error)``."""
+    data = np.frombuffer("\n".join(texts).encode("utf-8"), dtype=np.uint8)
+    bracket = (data == _OPEN) | (data == _CLOSE)
+    in_word = ~bracket & ~_IS_SPACE[data]
+    starts = bracket.copy()
+    starts[0] |= in_word[0]
+    starts[1:] |= in_word[1:] & ~in_word[:-1]
+    at = np.flatnonzero(starts)
+    codes = np.where(bracket[at], data[at], _W).astype(np.uint8)
+    line_ends = np.cumsum([len(t.encode("utf-8")) + 1 for t in texts])   # byte offset after each line's "\n"
+    lengths = np.bincount(np.searchsorted(line_ends, at, side="right"), minlength=len(texts))
+    bad = _malformed(codes, lengths)
+    if len(bad):
+        t = int(bad[0])
+        try:
+            parse_ptb(texts[t])
+        except PTBParseError as exc:
+            raise wrap(numbers[t], exc) from None
+        raise AssertionError(f"the bracket check and the scanner disagree on {texts[t]!r}")  # pragma: no cover
+    words = list(filter(None, "\n".join(texts).translate(_BLANK).split(" ")))
+    return _split(_structure(codes, words), lengths)
+
+
+def _malformed(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Indices of the lines whose brackets are not one well-formed tree (in line order)."""
+    if len(codes) == 0:
+        return np.arange(len(lengths))
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    line = np.repeat(np.arange(len(lengths)), lengths)
+    depth = np.cumsum((codes == _OPEN).astype(np.int64) - (codes == _CLOSE))
+    base = np.concatenate(([0], depth))[starts]         # depth before each line's first token
+    last = np.zeros(len(codes), dtype=bool)
+    last[ends[lengths > 0] - 1] = True
+    bad = np.zeros(len(lengths), dtype=bool)
+    bad[lengths == 0] = True
+    bad[line[(depth - base[line] <= 0) & ~last]] = True   # closed (or below zero) before the line ends
+    full = lengths > 0
+    bad[full] |= (codes[starts[full]] != _OPEN) | (codes[ends[full] - 1] != _CLOSE)
+    bad[full] |= depth[ends[full] - 1] != base[full]
+    empty = np.flatnonzero((codes[:-1] == _OPEN) & (codes[1:] == _CLOSE))
+    bad[line[empty]] = True                                   # "()" (never across lines: a line ends with ")")
+    return np.flatnonzero(bad)
+
+
+@dataclass(frozen=True, slots=True)
+class _Nodes:
+    """Every node of every line, numbered in closing order (post-order per line, lines one after another)."""
+
+    parent: np.ndarray      # int64 [n], -1 at a root
+    height: np.ndarray      # int64 [n]
+    first: np.ndarray       # int64 [n], first node of the subtree
+    labels: list[str]
+    words: list[str | None]
+    token: np.ndarray       # int64 [n], the token that made the node (its word, or its closing bracket)
+
+
+def _structure(codes: np.ndarray, words: list[str]) -> _Nodes:
+    """The nodes of well-formed lines whose shapes are ``codes`` and whose word tokens are ``words``."""
+    n_tok = len(codes)
+    pos = np.arange(n_tok, dtype=np.int64)
+    is_open, is_word = codes == _OPEN, codes == _W
+    depth = np.cumsum(is_open.astype(np.int64) - (codes == _CLOSE))
+    word_of = np.cumsum(is_word) - 1                           # index into `words` of a word token
+    is_label = np.zeros(n_tok, dtype=bool)
+    is_label[1:] = is_word[1:] & is_open[:-1]
+    bare = np.flatnonzero(is_word & ~is_label)
+
+    # Brackets, numbered in opening order; the i-th "(" at a depth closes at the i-th ")" back to it.
+    opens = np.flatnonzero(is_open)
+    closes = np.flatnonzero(codes == _CLOSE)
+    level = depth[opens]
+    by_level = np.lexsort((opens, level))
+    close_of = np.empty(len(opens), dtype=np.int64)
+    close_of[by_level] = closes[np.lexsort((closes, depth[closes] + 1))]
+    keys = level[by_level] * n_tok + opens[by_level]
+
+    def enclosing(lvl: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """The bracket at level ``lvl`` that encloses token ``at`` (the last opened before it)."""
+        return by_level[np.searchsorted(keys, lvl * n_tok + at) - 1]
+
+    top = level == 1
+    up = np.full(len(opens), -1, dtype=np.int64)
+    up[~top] = enclosing(level[~top] - 1, opens[~top])
+    bare_up = enclosing(depth[bare], bare)
+    has_label = is_label[opens + 1]
+    n_bare = np.bincount(bare_up, minlength=len(opens))
+    n_sub = np.bincount(up[~top], minlength=len(opens))
+    lone = n_bare + n_sub == 0                                 # "(word)": an unlabelled leaf
+    n_lone = np.bincount(up[~top & lone], minlength=len(opens))
+    # "(LABEL x)" with x an unlabelled leaf labels x and makes no node of its own
+    merged = has_label & (((n_bare == 1) & (n_sub == 0)) | ((n_bare == 0) & (n_sub == 1) & (n_lone == 1)))
+
+    made = np.zeros(n_tok, dtype=bool)                         # tokens that make a node, in closing order
+    made[bare] = True
+    made[close_of[~merged]] = True
+    node_at = np.cumsum(made) - 1
+    n = int(node_at[-1]) + 1
+    bracket_node = node_at[close_of]
+    bracket_node[merged] = -1
+
+    # Each element (bare word, bracket) sits in a bracket; one inside a merged bracket moves up past it.
+    child = np.concatenate((bare, close_of))
+    src = np.concatenate((bare_up, up))
+    into_merged = np.append(merged, False)[src]                # (index -1, no bracket: False)
+    labelled = np.flatnonzero(merged)
+    holder = np.full(len(opens), -1, dtype=np.int64)          # the leaf a merged bracket labels
+    holder[src[into_merged]] = node_at[child[into_merged]]
+    src[into_merged] = up[src[into_merged]]
+    elem_node = np.concatenate((node_at[bare], bracket_node))
+    keep = elem_node >= 0
+    parent = np.full(n, -1, dtype=np.int64)
+    has_up = keep & (src >= 0)
+    parent[elem_node[has_up]] = bracket_node[src[has_up]]
+
+    label_word = np.full(n, -1, dtype=np.int64)
+    own = ~merged & ~lone & has_label
+    label_word[bracket_node[own]] = word_of[opens[own] + 1]
+    label_word[holder[labelled]] = word_of[opens[labelled] + 1]
+    leaf_word = np.full(n, -1, dtype=np.int64)
+    leaf_word[node_at[bare]] = word_of[bare]
+    leaf_word[bracket_node[lone & ~merged]] = word_of[opens[lone & ~merged] + 1]
+
+    labels = np.array(words + [""], dtype=object)[label_word].tolist()       # index -1: no label
+    word_list = np.array(words + [None], dtype=object)[leaf_word].tolist()  # index -1: internal
+
+    first = np.arange(n, dtype=np.int64)
+    internal = ~merged & ~lone
+    first[bracket_node[internal]] = np.cumsum(made)[opens[internal]]
+    level_of = np.full(n, 0, dtype=np.int64)
+    level_of[node_at[bare]] = depth[bare] + 1
+    level_of[bracket_node[keep[len(bare):]]] = level[keep[len(bare):]]
+    return _Nodes(parent, _heights(parent, level_of), first, labels, word_list, np.flatnonzero(made))
+
+
+def _heights(parent: np.ndarray, level: np.ndarray) -> np.ndarray:
+    """Height of every node: deepest level first, each level raises its parents (one numpy step a level)."""
+    height = np.zeros(len(parent), dtype=np.int64)
+    order = np.argsort(-level, kind="stable")
+    bounds = np.flatnonzero(np.diff(level[order])) + 1
+    for nodes in np.split(order, bounds):
+        nodes = nodes[parent[nodes] >= 0]
+        np.maximum.at(height, parent[nodes], height[nodes] + 1)
+    return height
+
+
+def _split(nodes: _Nodes, lengths: np.ndarray) -> list[Tree]:
+    """One :class:`Tree` per line: views of the arrays of all lines, renumbered from 0 in each."""
+    n = len(nodes.parent)
+    line_ends = np.cumsum(lengths)
+    sizes = np.bincount(np.searchsorted(line_ends, nodes.token, side="right"), minlength=len(lengths))
+    off = np.concatenate(([0], np.cumsum(sizes)))
+    tree_of = np.repeat(np.arange(len(sizes)), sizes)
+    start = off[:-1][tree_of]
+    has_up = nodes.parent >= 0
+    kids = np.flatnonzero(has_up)
+    order = np.argsort(nodes.parent[kids], kind="stable")      # children of a parent stay in closing order
+    child_idx = kids[order] - start[kids[order]]
+    arity = np.bincount(nodes.parent[kids], minlength=n)
+    edge_ptr = np.concatenate(([0], np.cumsum(arity)))
+    # child_ptr of tree t is ptr[off[t] + t : off[t + 1] + t + 1]: each tree's n + 1 entries, one after another
+    ptr = np.empty(n + len(sizes), dtype=np.int64)
+    edge_start = edge_ptr[off[:-1]]
+    ptr[np.arange(n) + tree_of] = edge_ptr[:-1] - edge_start[tree_of]
+    ptr[off[1:] + np.arange(len(sizes))] = edge_ptr[off[1:]] - edge_start
+    first = nodes.first - start
+    trees = []
+    for t, (a, b) in enumerate(zip(off[:-1].tolist(), off[1:].tolist())):
+        ea, eb = int(edge_start[t]), int(edge_ptr[b])
+        trees.append(Tree(tuple(nodes.labels[a:b]), tuple(nodes.words[a:b]), ptr[a + t : b + t + 1],
+                          child_idx[ea:eb], nodes.height[a:b], first[a:b]))
+    return trees
+
+
+def _diagnose(text: str) -> None:
+    """Scan ``text`` with an explicit stack; raises :class:`PTBParseError` at the first fault (if any)."""
+    stack: list[list] = []          # per open bracket: [position of "(", has a label or child]
+    done = False
+    for m in _TOKEN.finditer(text):
+        tok, start = m.group(1), m.start(1)
+        if done:
+            raise PTBParseError("unbalanced ')'" if tok == ")" else "unexpected text after the tree is complete",
+                                text, start)
+        if tok == "(":
+            stack.append([start, False])
+        elif tok == ")":
+            if not stack:
+                raise PTBParseError("unbalanced ')'", text, start)
+            opened, filled = stack.pop()
+            if not filled:
+                raise PTBParseError("empty constituent '()'", text, opened)
+            if stack:
+                stack[-1][1] = True
+            done = not stack
+        elif not stack:
+            raise PTBParseError(f"word {tok!r} outside any bracket", text, start)
+        else:
+            stack[-1][1] = True
+    if stack:
+        raise PTBParseError(f"{len(stack)} unclosed '(' (opened here)", text, stack[-1][0])
+    if not done:
+        raise PTBParseError("no tree found", text, len(text))
