@@ -215,8 +215,9 @@ class Executor:
 
     def _execute(self, plan: Plan, fields: Mapping[str, np.ndarray], bufs: list[dict[str, np.ndarray]],
                  cells: Mapping[tuple[int, int], CellHandle]) -> None:
-        """Run every group of ``plan`` once its dependencies are done, writing its rows of ``bufs``: a lone
-        ready group on this thread, several at once through their cells' ``submit``."""
+        """Run every group of ``plan`` once its dependencies are done, writing its rows of ``bufs``: a plan of
+        one shard in order on this thread; otherwise a lone ready group on this thread, several at once
+        through their cells' ``submit``."""
         sgs = plan.subgraphs
         groups = plan.groups
         waiting = [len(g.deps) for g in groups]
@@ -237,6 +238,13 @@ class Executor:
                 if waiting[d] == 0:
                     ready.append(groups[d])
 
+        if plan.shards == 1:
+            # One part: every group after the last, on this thread (groups are in dependency order);
+            # a lone stream gains nothing from hand-offs to workers, and each costs a GIL hand-off.
+            for g in groups:
+                handle = cells[(g.sg, g.branch)]
+                finish(g, self._guard(g, sgs, handle, handle.call, inputs_of(g)))
+            return
         inflight = 0
         completed = 0
         while completed < len(groups):
