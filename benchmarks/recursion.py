@@ -126,7 +126,7 @@ def host_ceiling(cell: bytes, repeat: int = 60) -> float:
 
     def work() -> None:
         for _ in range(repeat):
-            sess.run(None, {"h_ch": x, "c_ch": x})
+            sess.run(None, {"h_ch": x, "fc_ch": x})
 
     work()
     rates = []
@@ -149,16 +149,16 @@ def per_node(trees, model: ChildSumTreeLSTM, leaf_call, node_call) -> np.ndarray
     for t, tree in enumerate(trees):
         n = len(tree)
         h = np.zeros((n, H), np.float32)
-        c = np.zeros((n, H), np.float32)
+        fc = np.zeros((n, H), np.float32)
         ptr, kids, words = tree.child_ptr.tolist(), tree.child_idx, tree.words
         for j in range(n):
             if ptr[j] == ptr[j + 1]:
                 out = leaf_call({"word": np.array([vocab.get(words[j], unk)], np.int64)})
             else:
                 ch = kids[ptr[j]:ptr[j + 1]]
-                out = node_call({"h_ch": h[ch][None], "c_ch": c[ch][None]})
+                out = node_call({"h_ch": h[ch][None], "fc_ch": fc[ch][None]})
             h[j] = out["h"][0]
-            c[j] = out["c"][0]
+            fc[j] = out["fc"][0]
         roots[t] = h[-1]
     return roots
 
@@ -335,7 +335,7 @@ def per_node_columns(trees, pernode_trees, model, sg, rows, results, per100) -> 
     s_node = ort.InferenceSession(sg.branches[1].cell, so, providers=["CPUExecutionProvider"])
 
     def bare(sess):
-        return lambda feeds: dict(zip(("h", "c"), sess.run(["h", "c"], feeds)))
+        return lambda feeds: dict(zip(("h", "fc"), sess.run(["h", "fc"], feeds)))
 
     ms, out = timed(lambda: per_node(pn_trees, model, bare(s_leaf), bare(s_node)), 1)
     rows.append(("per-node (bare ORT)", ms * scale))

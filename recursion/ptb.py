@@ -31,14 +31,15 @@ from itertools import chain
 import numpy as np
 
 from edgert.errors import InputError
+from recursion.forest import Forest
 from recursion.tree import Tree
 
-__all__ = ["PTBParseError", "parse_ptb", "read_ptb"]
+__all__ = ["PTBParseError", "parse_ptb", "read_forest", "read_ptb"]
 
 # ASCII whitespace only: SST words contain U+00A0 (e.g. "8\xa01\\/2"), which is part of the word.
 _SPACE = " \t\r\n\f\v"
 _SPACES = str.maketrans({c: " " for c in _SPACE})
-_BLANK = str.maketrans({c: " " for c in _SPACE + "()"})   # words are what remains between blanks
+_BLANK = bytes(32 if chr(b) in _SPACE + "()" else b for b in range(256))   # words: what remains between blanks
 _IS_SPACE = np.zeros(256, dtype=bool)
 _IS_SPACE[[ord(c) for c in _SPACE]] = True
 _TOKEN = re.compile(f"[{_SPACE}]*(\\(|\\)|[^{_SPACE}()]+)")
@@ -155,23 +156,47 @@ def read_ptb(lines: Iterable[str]) -> list[Tree]:
     Raises :class:`PTBParseError` for the first malformed line, its reason
     starting ``line N:`` (1-based) and its position within that line.
     """
+    texts, numbers = _lines(lines)
+    return _split(*_read(texts, numbers, _name_line)) if texts else []
+
+
+def read_forest(lines: Iterable[str]) -> Forest:
+    """:func:`read_ptb` straight to one :class:`~recursion.forest.Forest` (what ``encode`` and the executor
+    index), without a Tree object a line; labels are not kept. Raises as :func:`read_ptb` does, and
+    InputError when there is no tree at all."""
+    texts, numbers = _lines(lines)
+    if not texts:
+        raise InputError("no trees given: every line is blank; pass PTB bracket lines, one tree a line")
+    nodes, lengths = _read(texts, numbers, _name_line)
+    parent = nodes.parent
+    kids = np.flatnonzero(parent >= 0)
+    child_idx = kids[np.argsort(parent[kids], kind="stable")]  # children of a parent stay in closing order
+    child_ptr = np.zeros(len(parent) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(parent[kids], minlength=len(parent)), out=child_ptr[1:])
+    roots = np.flatnonzero(parent < 0)
+    offsets = np.concatenate(([0], roots + 1))
+    return Forest(child_ptr, child_idx, nodes.height, nodes.first, roots, offsets, tuple(nodes.words))
+
+
+def _lines(lines: Iterable[str]) -> tuple[list[str], list[int]]:
+    """The non-blank lines and their 1-based numbers."""
     texts, numbers = [], []
     for no, line in enumerate(lines, 1):
         if line.strip():
             texts.append(line)
             numbers.append(no)
-    if not texts:
-        return []
-
-    def name_line(no: int, exc: PTBParseError) -> PTBParseError:
-        return PTBParseError(f"line {no}: {exc.reason}", exc.text, exc.position)
-
-    return _read(texts, numbers, name_line)
+    return texts, numbers
 
 
-def _read(texts: Sequence[str], numbers: Sequence[int], wrap) -> list[Tree]:
-    """Trees of ``texts``; a malformed one is diagnosed and raised through ``wrap(line number, error)``."""
-    data = np.frombuffer("\n".join(texts).encode("utf-8"), dtype=np.uint8)
+def _name_line(no: int, exc: PTBParseError) -> PTBParseError:
+    return PTBParseError(f"line {no}: {exc.reason}", exc.text, exc.position)
+
+
+def _read(texts: Sequence[str], numbers: Sequence[int], wrap) -> tuple[_Nodes, np.ndarray]:
+    """The nodes of ``texts`` and each text's token count; a malformed text is diagnosed and raised through
+    ``wrap(line number, error)``."""
+    raw = "\n".join(texts).encode("utf-8")
+    data = np.frombuffer(raw, dtype=np.uint8)
     bracket = (data == _OPEN) | (data == _CLOSE)
     in_word = ~bracket & ~_IS_SPACE[data]
     starts = bracket.copy()
@@ -189,8 +214,8 @@ def _read(texts: Sequence[str], numbers: Sequence[int], wrap) -> list[Tree]:
         except PTBParseError as exc:
             raise wrap(numbers[t], exc) from None
         raise AssertionError(f"the bracket check and the scanner disagree on {texts[t]!r}")  # pragma: no cover
-    words = list(filter(None, "\n".join(texts).translate(_BLANK).split(" ")))
-    return _split(_structure(codes, words), lengths)
+    words = list(filter(None, raw.translate(_BLANK).decode("utf-8").split(" ")))
+    return _structure(codes, words), lengths
 
 
 def _malformed(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -242,9 +267,9 @@ def _structure(codes: np.ndarray, words: list[str]) -> _Nodes:
     opens = np.flatnonzero(is_open)
     closes = np.flatnonzero(codes == _CLOSE)
     level = depth[opens]
-    by_level = np.lexsort((opens, level))
+    by_level = np.argsort(level, kind="stable")                # by level, then position
     close_of = np.empty(len(opens), dtype=np.int64)
-    close_of[by_level] = closes[np.lexsort((closes, depth[closes] + 1))]
+    close_of[by_level] = closes[np.argsort(depth[closes], kind="stable")]
     keys = level[by_level] * n_tok + opens[by_level]
 
     def enclosing(lvl: np.ndarray, at: np.ndarray) -> np.ndarray:

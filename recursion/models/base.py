@@ -173,8 +173,9 @@ class TreeModel:
         forest = trees if isinstance(trees, Forest) else Forest.from_trees(trees)
         return self.executor.run(forest, self.fields(forest))
 
-    def encode(self, trees: Sequence[Tree]) -> np.ndarray:
-        """``[len(trees), H]`` float32: the root hidden state of each tree.
+    def encode(self, trees: Sequence[Tree] | Forest) -> np.ndarray:
+        """``[len(trees), H]`` float32: the root hidden state of each tree (a Forest: of each of its trees,
+        as ``recursion.read_forest`` gives them).
 
         With several workers and enough trees, the batch is cut into one contiguous part per
         worker, front-loaded (:func:`part_sizes`): this thread prepares the parts one after
@@ -183,17 +184,19 @@ class TreeModel:
         preceding all of them, which is what keeps a single plan from scaling with workers.
         """
         parts = self.executor.runner.parallelism if self._shards is None else self._shards
-        if parts <= 1 or len(trees) < parts * CHUNKS_PER_WORKER * MIN_TREES_PER_PART:
+        count = len(trees.roots) if isinstance(trees, Forest) else len(trees)
+        if parts <= 1 or count < parts * CHUNKS_PER_WORKER * MIN_TREES_PER_PART:
             return self.run(trees).roots(self.STATE)
         ex = self.executor
         ex.warm()
-        sizes = part_sizes(len(trees), parts * CHUNKS_PER_WORKER)
-        bounds = np.cumsum([0, *sizes])
-        chunks = [trees[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+        sizes = part_sizes(count, parts * CHUNKS_PER_WORKER)
+        bounds = np.cumsum([0, *sizes]).tolist()
+        chunks = [trees.part(a, b) if isinstance(trees, Forest) else trees[a:b]
+                  for a, b in zip(bounds[:-1], bounds[1:])]
 
-        def prepare(chunk: Sequence[Tree]) -> tuple[Forest, dict[str, np.ndarray], Any, float]:
+        def prepare(chunk: Sequence[Tree] | Forest) -> tuple[Forest, dict[str, np.ndarray], Any, float]:
             t = time.perf_counter()
-            forest = Forest.from_trees(chunk)
+            forest = chunk if isinstance(chunk, Forest) else Forest.from_trees(chunk)
             fields = self.fields(forest)
             return forest, fields, ex.plan(forest, fields, shards=1), (time.perf_counter() - t) * 1e3
 

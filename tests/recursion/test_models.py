@@ -179,3 +179,14 @@ def test_folded_leaf_table_equals_the_product_per_leaf(ort_runner, sst_trees, cl
     assert matmuls(folded) == matmuls(plain) - 1
     np.testing.assert_allclose(folded.run(sst_trees).nodes("h"), plain.run(sst_trees).nodes("h"), atol=1e-5)
 
+
+
+def test_encode_of_a_forest_equals_encode_of_its_trees(rt, sst_trees) -> None:
+    """encode takes read_forest's Forest as it takes read_ptb's trees (and cuts it in parts the same way)."""
+    from recursion import read_forest
+    from tests.recursion.test_parse import to_ptb
+
+    model = ChildSumTreeLSTM.random(_vocab(sst_trees), input_dim=10, hidden=6, seed=4, runtime=rt)
+    trees = sst_trees * 3    # enough trees for one part a worker
+    forest = read_forest([to_ptb(t) for t in trees])
+    np.testing.assert_allclose(model.encode(forest), model.encode(trees), atol=1e-6)

@@ -160,3 +160,20 @@ def test_read_ptb_names_the_line_and_position_among_good_lines(text: str, reason
 
 def test_read_ptb_of_nothing_is_empty() -> None:
     assert read_ptb([]) == [] and read_ptb(["", "  \n"]) == []
+
+
+def test_read_forest_is_the_forest_of_read_ptb() -> None:
+    """read_forest skips the Tree a line: the same arrays as Forest.from_trees(read_ptb(lines)), and its parts
+    are the forests of the lines' slices."""
+    from recursion import Forest, read_forest
+
+    lines = (SST / "test.txt").read_text().splitlines()[:300] + ["", *EDGE_CASES]
+    want, got = Forest.from_trees(read_ptb(lines)), read_forest(lines)
+    for a, b in ((want, got), (Forest.from_trees(read_ptb(lines[100:250])), got.part(100, 250))):
+        for f in ("child_ptr", "child_idx", "height", "first", "roots", "offsets"):
+            np.testing.assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f)
+        assert a.words == b.words
+    with pytest.raises(PTBParseError, match="^line 2: unbalanced"):
+        read_forest(["(1 a)", "(1 a))"])
+    with pytest.raises(InputError, match="no trees given"):
+        read_forest(["", " "])
