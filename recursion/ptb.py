@@ -27,6 +27,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
+from operator import itemgetter
 
 import numpy as np
 
@@ -170,7 +171,7 @@ def read_forest(lines: Iterable[str]) -> Forest:
     nodes, lengths = _read(texts, numbers, _name_line)
     parent = nodes.parent
     kids = np.flatnonzero(parent >= 0)
-    child_idx = kids[np.argsort(parent[kids], kind="stable")]  # children of a parent stay in closing order
+    child_idx = kids[_stable_order(parent[kids])]              # children of a parent stay in closing order
     child_ptr = np.zeros(len(parent) + 1, dtype=np.int64)
     np.cumsum(np.bincount(parent[kids], minlength=len(parent)), out=child_ptr[1:])
     roots = np.flatnonzero(parent < 0)
@@ -214,7 +215,7 @@ def _read(texts: Sequence[str], numbers: Sequence[int], wrap) -> tuple[_Nodes, n
         except PTBParseError as exc:
             raise wrap(numbers[t], exc) from None
         raise AssertionError(f"the bracket check and the scanner disagree on {texts[t]!r}")  # pragma: no cover
-    words = list(filter(None, raw.translate(_BLANK).decode("utf-8").split(" ")))
+    words = b" ".join(raw.translate(_BLANK).split()).decode("utf-8").split(" ")
     return _structure(codes, words), lengths
 
 
@@ -247,15 +248,15 @@ class _Nodes:
     parent: np.ndarray      # int64 [n], -1 at a root
     height: np.ndarray      # int64 [n]
     first: np.ndarray       # int64 [n], first node of the subtree
-    labels: list[str]
+    label_word: np.ndarray  # int64 [n], index into ``vocab`` of the node's label, -1: none
     words: list[str | None]
+    vocab: list[str]        # every word token of every line, labels included
     token: np.ndarray       # int64 [n], the token that made the node (its word, or its closing bracket)
 
 
 def _structure(codes: np.ndarray, words: list[str]) -> _Nodes:
     """The nodes of well-formed lines whose shapes are ``codes`` and whose word tokens are ``words``."""
     n_tok = len(codes)
-    pos = np.arange(n_tok, dtype=np.int64)
     is_open, is_word = codes == _OPEN, codes == _W
     depth = np.cumsum(is_open.astype(np.int64) - (codes == _CLOSE))
     word_of = np.cumsum(is_word) - 1                           # index into `words` of a word token
@@ -267,19 +268,23 @@ def _structure(codes: np.ndarray, words: list[str]) -> _Nodes:
     opens = np.flatnonzero(is_open)
     closes = np.flatnonzero(codes == _CLOSE)
     level = depth[opens]
-    by_level = np.argsort(level, kind="stable")                # by level, then position
+    by_level = _stable_order(level)                            # by level, then position
     close_of = np.empty(len(opens), dtype=np.int64)
-    close_of[by_level] = closes[np.argsort(depth[closes], kind="stable")]
+    close_of[by_level] = closes[_stable_order(depth[closes])]
     keys = level[by_level] * n_tok + opens[by_level]
 
     def enclosing(lvl: np.ndarray, at: np.ndarray) -> np.ndarray:
-        """The bracket at level ``lvl`` that encloses token ``at`` (the last opened before it)."""
+        """The bracket at level ``lvl`` that encloses token ``at`` (the last opened before it); given in
+        (level, position) order, the queries walk the keys once."""
         return by_level[np.searchsorted(keys, lvl * n_tok + at) - 1]
 
     top = level == 1
     up = np.full(len(opens), -1, dtype=np.int64)
-    up[~top] = enclosing(level[~top] - 1, opens[~top])
-    bare_up = enclosing(depth[bare], bare)
+    inner = by_level[~top[by_level]]
+    up[inner] = enclosing(level[inner] - 1, opens[inner])
+    bare_up = np.empty(len(bare), dtype=np.int64)
+    by_depth = _stable_order(depth[bare])
+    bare_up[by_depth] = enclosing(depth[bare[by_depth]], bare[by_depth])
     has_label = is_label[opens + 1]
     n_bare = np.bincount(bare_up, minlength=len(opens))
     n_sub = np.bincount(up[~top], minlength=len(opens))
@@ -318,22 +323,32 @@ def _structure(codes: np.ndarray, words: list[str]) -> _Nodes:
     leaf_word[node_at[bare]] = word_of[bare]
     leaf_word[bracket_node[lone & ~merged]] = word_of[opens[lone & ~merged] + 1]
 
-    labels = np.array(words + [""], dtype=object)[label_word].tolist()       # index -1: no label
-    word_list = np.array(words + [None], dtype=object)[leaf_word].tolist()  # index -1: internal
+    word_list = np.full(n, None, dtype=object)
+    leaves = np.flatnonzero(leaf_word >= 0)
+    if len(leaves):
+        word_list[leaves] = itemgetter(*leaf_word[leaves].tolist())(words)
+    word_list = word_list.tolist()
 
     first = np.arange(n, dtype=np.int64)
     internal = ~merged & ~lone
-    first[bracket_node[internal]] = np.cumsum(made)[opens[internal]]
+    first[bracket_node[internal]] = node_at[opens[internal]] + 1     # the nodes made before its "("
     level_of = np.full(n, 0, dtype=np.int64)
     level_of[node_at[bare]] = depth[bare] + 1
     level_of[bracket_node[keep[len(bare):]]] = level[keep[len(bare):]]
-    return _Nodes(parent, _heights(parent, level_of), first, labels, word_list, np.flatnonzero(made))
+    return _Nodes(parent, _heights(parent, level_of), first, label_word, word_list, words, np.flatnonzero(made))
+
+
+def _stable_order(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` for small non-negative ints (depths, node ids): as int16 when
+    they fit, where numpy's stable sort is a radix sort (several times faster than on int64)."""
+    small = len(keys) == 0 or int(keys.max()) < 2**15
+    return np.argsort(keys.astype(np.int16) if small else keys, kind="stable")
 
 
 def _heights(parent: np.ndarray, level: np.ndarray) -> np.ndarray:
     """Height of every node: deepest level first, each level raises its parents (one numpy step a level)."""
     height = np.zeros(len(parent), dtype=np.int64)
-    order = np.argsort(-level, kind="stable")
+    order = _stable_order(level)[::-1]
     bounds = np.flatnonzero(np.diff(level[order])) + 1
     for nodes in np.split(order, bounds):
         nodes = nodes[parent[nodes] >= 0]
@@ -351,7 +366,7 @@ def _split(nodes: _Nodes, lengths: np.ndarray) -> list[Tree]:
     start = off[:-1][tree_of]
     has_up = nodes.parent >= 0
     kids = np.flatnonzero(has_up)
-    order = np.argsort(nodes.parent[kids], kind="stable")      # children of a parent stay in closing order
+    order = _stable_order(nodes.parent[kids])                  # children of a parent stay in closing order
     child_idx = kids[order] - start[kids[order]]
     arity = np.bincount(nodes.parent[kids], minlength=n)
     edge_ptr = np.concatenate(([0], np.cumsum(arity)))
@@ -361,10 +376,11 @@ def _split(nodes: _Nodes, lengths: np.ndarray) -> list[Tree]:
     ptr[np.arange(n) + tree_of] = edge_ptr[:-1] - edge_start[tree_of]
     ptr[off[1:] + np.arange(len(sizes))] = edge_ptr[off[1:]] - edge_start
     first = nodes.first - start
+    labels = np.array(nodes.vocab + [""], dtype=object)[nodes.label_word].tolist()  # index -1: no label
     trees = []
     for t, (a, b) in enumerate(zip(off[:-1].tolist(), off[1:].tolist())):
         ea, eb = int(edge_start[t]), int(edge_ptr[b])
-        trees.append(Tree(tuple(nodes.labels[a:b]), tuple(nodes.words[a:b]), ptr[a + t : b + t + 1],
+        trees.append(Tree(tuple(labels[a:b]), tuple(nodes.words[a:b]), ptr[a + t : b + t + 1],
                           child_idx[ea:eb], nodes.height[a:b], first[a:b]))
     return trees
 
