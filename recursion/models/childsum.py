@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from recursion.cells import FLOAT, CellBuilder
+from recursion.cells import FLOAT, CellBuilder, tabulate
 from recursion.models.base import TreeModel
 from recursion.subgraph import InvokeOp, SubGraph, is_internal, is_leaf
 
@@ -56,8 +56,11 @@ class ChildSumTreeLSTM(TreeModel):
         i, o, u = node.split3(node.linear(h_sum, w["U_iou"], w["b_iou"], "iou"), H)
         _outputs(node, node.op("Add", node.op("Mul", node.op("Sigmoid", i), node.op("Tanh", u)), fc_sum), o, w, H)
 
+        # folded, a leaf's (h, c, fc) is a row of a table over the vocabulary (V x 3H floats, as many
+        # as the folded input projection it replaces)
+        leaf_cell = tabulate(leaf.build(), "word", len(self.emb)) if self.fold_leaves else leaf.build()
         sg = SubGraph("child_sum_tree_lstm", outputs=("h", "c", "fc"))
-        sg.branch(is_leaf, leaf.build(), fields={"word": "word"}, name="leaf")
+        sg.branch(is_leaf, leaf_cell, fields={"word": "word"}, name="leaf")
         sg.branch(is_internal, node.build(), invokes=[InvokeOp(sg, {"h": "h_ch", "fc": "fc_ch"})], name="node")
         return sg
 
