@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import recursion
 from recursion.data import SST_DIR
@@ -177,3 +179,28 @@ def test_read_forest_is_the_forest_of_read_ptb() -> None:
         read_forest(["(1 a)", "(1 a))"])
     with pytest.raises(InputError, match="no trees given"):
         read_forest(["", " "])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["(", ")", " ", "a", "bc", "\t", "(x", "é"]), max_size=16).map("".join))
+def test_any_text_reads_the_same_one_line_or_many(text: str) -> None:
+    """parse_ptb (a Python loop) and read_ptb / read_forest (numpy over all lines) accept the same lines,
+    build the same trees, and refuse the rest with the same reason and position."""
+    from recursion import Forest, read_forest
+
+    try:
+        want: Tree | PTBParseError = parse_ptb(text)
+    except PTBParseError as exc:
+        want = exc
+    if not text.strip():
+        return
+    lines = ["(1 a)", text, "(2 (1 b) c)"]
+    if isinstance(want, PTBParseError):
+        for read in (read_ptb, read_forest):
+            with pytest.raises(PTBParseError) as info:
+                read(lines)
+            assert (info.value.reason, info.value.position) == (f"line 2: {want.reason}", want.position)
+    else:
+        _same(read_ptb(lines)[1], want)
+        forest = read_forest(lines)
+        np.testing.assert_array_equal(forest.child_idx, Forest.from_trees(read_ptb(lines)).child_idx)
