@@ -72,17 +72,37 @@ def parse_ptb(text: str) -> Tree:
     One line at a time this is a Python loop over the tokens (a few hundred ns
     each); :func:`read_ptb` reads many lines at once in numpy.
     """
+    columns = _scan(text)
+    if columns is None:
+        _diagnose(text)
+        raise AssertionError(f"the scanner accepts what the parser refused: {text!r}")  # pragma: no cover
+    return _tree(*columns)
+
+
+def _scan(text: str) -> tuple[list[str], list[str | None], list[list[int]], list[int], list[int]] | None:
+    """Per node in closing order (post-order): label, word, children, height, first node of its subtree;
+    None when ``text`` is not one well-formed tree (:func:`_diagnose` then says where)."""
     labels: list[str] = []
     words: list[str | None] = []
     kids: list[list[int]] = []
     height: list[int] = []
     first: list[int] = []
+
+    def new(label: str, word: str | None, children: list[int]) -> int:
+        node = len(labels)
+        labels.append(label)
+        words.append(word)
+        kids.append(children)
+        height.append(1 + max([height[c] for c in children]) if children else 0)
+        first.append(first[children[0]] if children else node)
+        return node
+
     stack: list[list] = []          # per open bracket: [label, children]
     root = -1
     label_next = False
     for tok in filter(None, text.translate(_SPACES).replace("(", " ( ").replace(")", " ) ").split(" ")):
         if root >= 0:
-            break
+            return None             # text after the tree
         if tok == "(":
             stack.append(["", []])
             label_next = True
@@ -93,50 +113,27 @@ def parse_ptb(text: str) -> Tree:
                 label_next = False
                 continue
             if not stack:
-                break
-            label, word = "", tok
+                return None         # a word outside any bracket
+            node = new("", tok, [])
         else:
             if not stack:
-                root = -2
-                break
+                return None         # an unbalanced ")"
             label, children = stack.pop()
             label_next = False
-            if children and (len(children) > 1 or words[children[0]] is None or labels[children[0]] or not label):
-                node = len(labels)      # an internal node
-                labels.append(label)
-                words.append(None)
-                kids.append(children)
-                height.append(1 + max([height[c] for c in children]))
-                first.append(first[children[0]])
-            elif children:              # "(LABEL x)", x an unlabelled leaf: the label is x's
-                node = children[0]
+            if not children:
+                if not label:
+                    return None     # "()"
+                node = new("", label, [])                   # "(word)": an unlabelled leaf
+            elif len(children) == 1 and words[children[0]] is not None and not labels[children[0]] and label:
+                node = children[0]                          # "(LABEL x)", x an unlabelled leaf: x's label
                 labels[node] = label
-            elif label:                 # "(word)": an unlabelled leaf
-                label, word = "", label
-                children = None
             else:
-                break                   # "()"
-            if children is not None:
-                if stack:
-                    stack[-1][1].append(node)
-                else:
-                    root = node
-                continue
-        node = len(labels)              # a leaf
-        labels.append(label)
-        words.append(word)
-        kids.append([])
-        height.append(0)
-        first.append(node)
+                node = new(label, None, children)           # an internal node
         if stack:
             stack[-1][1].append(node)
         else:
             root = node
-    else:
-        if root >= 0 and not stack:
-            return _tree(labels, words, kids, height, first)
-    _diagnose(text)
-    raise AssertionError(f"the scanner accepts what the parser refused: {text!r}")  # pragma: no cover
+    return (labels, words, kids, height, first) if root >= 0 and not stack else None
 
 
 def _tree(labels: list[str], words: list[str | None], kids: list[list[int]], height: list[int],
@@ -254,17 +251,30 @@ class _Nodes:
     token: np.ndarray       # int64 [n], the token that made the node (its word, or its closing bracket)
 
 
-def _structure(codes: np.ndarray, words: list[str]) -> _Nodes:
-    """The nodes of well-formed lines whose shapes are ``codes`` and whose word tokens are ``words``."""
+@dataclass(frozen=True, slots=True)
+class _Brackets:
+    """Where each token sits: brackets numbered in opening order, bare words (not labels) in token order."""
+
+    depth: np.ndarray       # int64 [tokens], brackets open after each token
+    word_of: np.ndarray     # int64 [tokens], index into the words of a word token
+    opens: np.ndarray       # int64 [brackets], the token of each "("
+    level: np.ndarray       # int64 [brackets], its depth (1: a line's outer bracket)
+    close_of: np.ndarray    # int64 [brackets], the token of its ")"
+    up: np.ndarray          # int64 [brackets], the bracket around it, -1 for a line's outer one
+    has_label: np.ndarray   # bool [brackets], a word right after its "("
+    bare: np.ndarray        # int64 [bare words], their tokens
+    bare_up: np.ndarray     # int64 [bare words], the bracket around each
+
+
+def _brackets(codes: np.ndarray) -> _Brackets:
+    """Match the brackets of well-formed lines (``codes``: one shape per token) and find what encloses what."""
     n_tok = len(codes)
     is_open, is_word = codes == _OPEN, codes == _W
     depth = np.cumsum(is_open.astype(np.int64) - (codes == _CLOSE))
-    word_of = np.cumsum(is_word) - 1                           # index into `words` of a word token
     is_label = np.zeros(n_tok, dtype=bool)
     is_label[1:] = is_word[1:] & is_open[:-1]
     bare = np.flatnonzero(is_word & ~is_label)
-
-    # Brackets, numbered in opening order; the i-th "(" at a depth closes at the i-th ")" back to it.
+    # the i-th "(" at a depth closes at the i-th ")" back to it
     opens = np.flatnonzero(is_open)
     closes = np.flatnonzero(codes == _CLOSE)
     level = depth[opens]
@@ -278,64 +288,69 @@ def _structure(codes: np.ndarray, words: list[str]) -> _Nodes:
         (level, position) order, the queries walk the keys once."""
         return by_level[np.searchsorted(keys, lvl * n_tok + at) - 1]
 
-    top = level == 1
     up = np.full(len(opens), -1, dtype=np.int64)
-    inner = by_level[~top[by_level]]
+    inner = by_level[level[by_level] > 1]
     up[inner] = enclosing(level[inner] - 1, opens[inner])
     bare_up = np.empty(len(bare), dtype=np.int64)
     by_depth = _stable_order(depth[bare])
     bare_up[by_depth] = enclosing(depth[bare[by_depth]], bare[by_depth])
-    has_label = is_label[opens + 1]
-    n_bare = np.bincount(bare_up, minlength=len(opens))
-    n_sub = np.bincount(up[~top], minlength=len(opens))
-    lone = n_bare + n_sub == 0                                 # "(word)": an unlabelled leaf
-    n_lone = np.bincount(up[~top & lone], minlength=len(opens))
-    # "(LABEL x)" with x an unlabelled leaf labels x and makes no node of its own
-    merged = has_label & (((n_bare == 1) & (n_sub == 0)) | ((n_bare == 0) & (n_sub == 1) & (n_lone == 1)))
+    return _Brackets(depth, np.cumsum(is_word) - 1, opens, level, close_of, up, is_label[opens + 1], bare, bare_up)
 
-    made = np.zeros(n_tok, dtype=bool)                         # tokens that make a node, in closing order
-    made[bare] = True
-    made[close_of[~merged]] = True
+
+def _structure(codes: np.ndarray, words: list[str]) -> _Nodes:
+    """The nodes of well-formed lines whose shapes are ``codes`` and whose word tokens are ``words``."""
+    b = _brackets(codes)
+    inner = b.up >= 0
+    n_bare = np.bincount(b.bare_up, minlength=len(b.opens))
+    n_sub = np.bincount(b.up[inner], minlength=len(b.opens))
+    lone = n_bare + n_sub == 0                                 # "(word)": an unlabelled leaf
+    n_lone = np.bincount(b.up[inner & lone], minlength=len(b.opens))
+    # "(LABEL x)" with x an unlabelled leaf labels x and makes no node of its own
+    merged = b.has_label & (((n_bare == 1) & (n_sub == 0)) | ((n_bare == 0) & (n_sub == 1) & (n_lone == 1)))
+    made = np.zeros(len(codes), dtype=bool)                    # tokens that make a node, in closing order
+    made[b.bare] = True
+    made[b.close_of[~merged]] = True
     node_at = np.cumsum(made) - 1
     n = int(node_at[-1]) + 1
-    bracket_node = node_at[close_of]
+    bracket_node = node_at[b.close_of]
     bracket_node[merged] = -1
 
     # Each element (bare word, bracket) sits in a bracket; one inside a merged bracket moves up past it.
-    child = np.concatenate((bare, close_of))
-    src = np.concatenate((bare_up, up))
+    child = np.concatenate((b.bare, b.close_of))
+    src = np.concatenate((b.bare_up, b.up))
     into_merged = np.append(merged, False)[src]                # (index -1, no bracket: False)
-    labelled = np.flatnonzero(merged)
-    holder = np.full(len(opens), -1, dtype=np.int64)          # the leaf a merged bracket labels
+    holder = np.full(len(b.opens), -1, dtype=np.int64)        # the leaf a merged bracket labels
     holder[src[into_merged]] = node_at[child[into_merged]]
-    src[into_merged] = up[src[into_merged]]
-    elem_node = np.concatenate((node_at[bare], bracket_node))
-    keep = elem_node >= 0
+    src[into_merged] = b.up[src[into_merged]]
+    elem_node = np.concatenate((node_at[b.bare], bracket_node))
     parent = np.full(n, -1, dtype=np.int64)
-    has_up = keep & (src >= 0)
+    has_up = (elem_node >= 0) & (src >= 0)
     parent[elem_node[has_up]] = bracket_node[src[has_up]]
 
     label_word = np.full(n, -1, dtype=np.int64)
-    own = ~merged & ~lone & has_label
-    label_word[bracket_node[own]] = word_of[opens[own] + 1]
-    label_word[holder[labelled]] = word_of[opens[labelled] + 1]
+    own = ~merged & ~lone & b.has_label
+    label_word[bracket_node[own]] = b.word_of[b.opens[own] + 1]
+    label_word[holder[merged]] = b.word_of[b.opens[merged] + 1]
     leaf_word = np.full(n, -1, dtype=np.int64)
-    leaf_word[node_at[bare]] = word_of[bare]
-    leaf_word[bracket_node[lone & ~merged]] = word_of[opens[lone & ~merged] + 1]
-
-    word_list = np.full(n, None, dtype=object)
-    leaves = np.flatnonzero(leaf_word >= 0)
-    if len(leaves):
-        word_list[leaves] = itemgetter(*leaf_word[leaves].tolist())(words)
-    word_list = word_list.tolist()
-
+    leaf_word[node_at[b.bare]] = b.word_of[b.bare]
+    leaf_word[bracket_node[lone & ~merged]] = b.word_of[b.opens[lone & ~merged] + 1]
     first = np.arange(n, dtype=np.int64)
     internal = ~merged & ~lone
-    first[bracket_node[internal]] = node_at[opens[internal]] + 1     # the nodes made before its "("
-    level_of = np.full(n, 0, dtype=np.int64)
-    level_of[node_at[bare]] = depth[bare] + 1
-    level_of[bracket_node[keep[len(bare):]]] = level[keep[len(bare):]]
-    return _Nodes(parent, _heights(parent, level_of), first, label_word, word_list, words, np.flatnonzero(made))
+    first[bracket_node[internal]] = node_at[b.opens[internal]] + 1     # the nodes made before its "("
+    level_of = np.zeros(n, dtype=np.int64)
+    level_of[node_at[b.bare]] = b.depth[b.bare] + 1
+    level_of[bracket_node[~merged]] = b.level[~merged]
+    return _Nodes(parent, _heights(parent, level_of), first, label_word, _leaf_words(leaf_word, words), words,
+                  np.flatnonzero(made))
+
+
+def _leaf_words(leaf_word: np.ndarray, words: list[str]) -> list[str | None]:
+    """Per node, ``words[leaf_word]`` at a leaf, None where ``leaf_word`` is -1."""
+    out = np.full(len(leaf_word), None, dtype=object)
+    leaves = np.flatnonzero(leaf_word >= 0)
+    if len(leaves):
+        out[leaves] = itemgetter(*leaf_word[leaves].tolist())(words)
+    return out.tolist()
 
 
 def _stable_order(keys: np.ndarray) -> np.ndarray:
