@@ -9,8 +9,8 @@ tree: each span of leaves cut into 1..max-arity parts), written out as text:
 
 Columns, each timed from the lines of text to the root states [300, 150]:
 
-* ``ours Nw``: ``recursion.read_forest(lines)`` then ``ChildSumTreeLSTM.encode`` on
-  ``edgert.Runtime(delegates=["ort-cpu"], cpu_workers=N)``;
+* ``ours Nw``: ``ChildSumTreeLSTM.encode_ptb(lines)`` (``recursion.read_forest`` a part at a time,
+  then ``encode``) on ``edgert.Runtime(delegates=["ort-cpu"], cpu_workers=N)``;
 * ``torch Nt``: a small PTB reader (a Python loop over the tokens), its Python flattening into
   levels, then one batched Child-Sum step per level (``inference_mode``), at N intra-op threads
   (torch's default is the core count).
@@ -203,7 +203,7 @@ def columns(lines: list[str], models: dict[int, ChildSumTreeLSTM], torch, thread
     forest = read_forest(lines)
     cols = {}
     for w, m in models.items():
-        cols[(f"ours {w}w", True)] = (lambda m=m: m.encode(read_forest(lines)), 0)
+        cols[(f"ours {w}w", True)] = (lambda m=m: m.encode_ptb(lines), 0)
         cols[(f"ours {w}w", False)] = (lambda m=m: m.encode(forest), 0)
     if torch is not None:
         parsed = torch_read(lines)

@@ -158,11 +158,11 @@ def read_ptb(lines: Iterable[str]) -> list[Tree]:
     return _split(*_read(texts, numbers, _name_line)) if texts else []
 
 
-def read_forest(lines: Iterable[str]) -> Forest:
+def read_forest(lines: Iterable[str], first_line: int = 1) -> Forest:
     """:func:`read_ptb` straight to one :class:`~recursion.forest.Forest` (what ``encode`` and the executor
-    index), without a Tree object a line; labels are not kept. Raises as :func:`read_ptb` does, and
-    InputError when there is no tree at all."""
-    texts, numbers = _lines(lines)
+    index), without a Tree object a line; labels are not kept. Raises as :func:`read_ptb` does (lines
+    numbered from ``first_line``), and InputError when there is no tree at all."""
+    texts, numbers = _lines(lines, first_line)
     if not texts:
         raise InputError("no trees given: every line is blank; pass PTB bracket lines, one tree a line")
     nodes, lengths = _read(texts, numbers, _name_line)
@@ -176,10 +176,10 @@ def read_forest(lines: Iterable[str]) -> Forest:
     return Forest(child_ptr, child_idx, nodes.height, nodes.first, roots, offsets, tuple(nodes.words))
 
 
-def _lines(lines: Iterable[str]) -> tuple[list[str], list[int]]:
-    """The non-blank lines and their 1-based numbers."""
+def _lines(lines: Iterable[str], first: int = 1) -> tuple[list[str], list[int]]:
+    """The non-blank lines and their numbers (the first line is ``first``)."""
     texts, numbers = [], []
-    for no, line in enumerate(lines, 1):
+    for no, line in enumerate(lines, first):
         if line.strip():
             texts.append(line)
             numbers.append(no)

@@ -190,3 +190,20 @@ def test_encode_of_a_forest_equals_encode_of_its_trees(rt, sst_trees) -> None:
     trees = sst_trees * 3    # enough trees for one part a worker
     forest = read_forest([to_ptb(t) for t in trees])
     np.testing.assert_allclose(model.encode(forest), model.encode(trees), atol=1e-6)
+
+
+def test_encode_ptb_reads_each_part_as_it_goes(rt, sst_trees) -> None:
+    """encode_ptb(lines) == encode(read_forest(lines)), parts read one at a time (2 workers, enough trees),
+    and a bad line in a later part is named by its number in the whole text."""
+    from recursion import PTBParseError, read_forest
+    from tests.recursion.test_parse import to_ptb
+
+    model = ChildSumTreeLSTM.random(_vocab(sst_trees), input_dim=10, hidden=6, seed=4, runtime=rt)
+    lines = [to_ptb(t) for t in sst_trees * 3]
+    lines[7:7] = ["", "  "]
+    np.testing.assert_allclose(model.encode_ptb(lines), model.encode(read_forest(lines)), atol=1e-6)
+    assert model.executor.last_stats.trees == len(sst_trees) * 3
+    np.testing.assert_allclose(model.encode_ptb(lines[:20]), model.encode(read_forest(lines[:20])), atol=1e-6)
+    lines[170] = "(1 a))"
+    with pytest.raises(PTBParseError, match="^line 171: unbalanced"):
+        model.encode_ptb(lines)

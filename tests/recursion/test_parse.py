@@ -142,7 +142,8 @@ def test_read_ptb_equals_parse_ptb_line_by_line() -> None:
     lines += [to_ptb(random_tree(int(rng.integers(1, 60)), 5, rng)) for _ in range(200)]
     for line, tree in zip(lines, read_ptb(lines)):
         _same(parse_ptb(line), tree)
-    _same(read_ptb(["(1 " * 3000 + "(0 w)" + " (0 x))" * 3000])[0], parse_ptb("(1 " * 3000 + "(0 w)" + " (0 x))" * 3000))
+    deep = "(1 " * 3000 + "(0 w)" + " (0 x))" * 3000
+    _same(read_ptb([deep])[0], parse_ptb(deep))
 
 
 @pytest.mark.parametrize(("text", "reason", "position"), [
