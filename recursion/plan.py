@@ -170,7 +170,12 @@ def _first_equal(nodes: np.ndarray, arrays: Sequence[np.ndarray]) -> np.ndarray:
     cols = [np.ascontiguousarray(np.asarray(a)[nodes]).reshape(len(nodes), -1) for a in arrays]
     raw = np.hstack([c.view(np.uint8).reshape(len(nodes), -1) for c in cols])
     if raw.shape[1] == 8 and len(cols) == 1 and cols[0].dtype == np.int64:  # common case: one id
-        _, first, inverse = np.unique(cols[0][:, 0], return_index=True, return_inverse=True)
+        ids = cols[0][:, 0]
+        if ids.min() >= 0 and ids.max() < 4 * len(ids) + 65536:   # small ids: first position per id by scatter
+            at = np.full(int(ids.max()) + 1, len(ids), dtype=np.int64)
+            np.minimum.at(at, ids, np.arange(len(ids)))
+            return nodes[at[ids]]
+        _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
     else:
         _, first, inverse = np.unique(raw, axis=0, return_index=True, return_inverse=True)
     return nodes[first[inverse.reshape(-1)]]
@@ -398,9 +403,8 @@ def _gathers(br: Branch, nodes: np.ndarray, arity: np.ndarray, subgraphs: list[S
             edge = np.where(valid, cptr[:, None] + cols[None, :], 0)
             kid = forest.child_idx[edge] if len(forest.child_idx) else np.zeros_like(edge)
             r = np.where(valid, pos[t][kid], rows[t])
-            deps.update(np.unique(producer[t][r]).tolist())
+            deps.update(np.flatnonzero(np.bincount(producer[t][r].ravel() + 1)[1:]).tolist())  # -1: no producer
             for out, name in op.outputs.items():
                 gathers.append(Gather(t, out, name, r))
-    deps.discard(-1)
     return tuple(gathers), tuple(sorted(deps))
 
