@@ -5,12 +5,12 @@ every line at once, so the cost per token is a few numpy operations, not a
 Python loop iteration:
 
 1. Tokens: the lines' UTF-8 bytes as one uint8 array mark where each token starts
-   (a bracket, or a word character after a non-word one), and one ``str.split``
+   (a bracket, or a word character after a non-word one), and one ``bytes.split``
    of the text with brackets blanked out gives the words, in the same order.
 2. Validation: a line is well formed when it starts with ``(``, its depth stays
    above zero until its last token, that token ``)`` closes it, and no ``()`` is
-   empty. A line that fails is read again by :func:`_diagnose`, the explicit-stack
-   scanner, which raises :class:`PTBParseError` naming the first position at fault.
+   empty. A line that fails is read again by :func:`parse_ptb`, whose scanner
+   (:func:`_diagnose`) raises :class:`PTBParseError` at the first position at fault.
 3. Structure: brackets are matched by depth (the i-th ``(`` at a depth closes at
    the i-th ``)`` back to it), each token's enclosing bracket is found by a sorted
    search, and nodes are numbered in the order they close, which is post-order.
@@ -24,7 +24,7 @@ Depth is unbounded: nothing recurses.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
@@ -187,10 +187,12 @@ def _lines(lines: Iterable[str], first: int = 1) -> tuple[list[str], list[int]]:
 
 
 def _name_line(no: int, exc: PTBParseError) -> PTBParseError:
+    """``exc`` with its reason prefixed by ``line no:``."""
     return PTBParseError(f"line {no}: {exc.reason}", exc.text, exc.position)
 
 
-def _read(texts: Sequence[str], numbers: Sequence[int], wrap) -> tuple[_Nodes, np.ndarray]:
+def _read(texts: Sequence[str], numbers: Sequence[int],
+          wrap: Callable[[int, PTBParseError], PTBParseError]) -> tuple[_Nodes, np.ndarray]:
     """The nodes of ``texts`` and each text's token count; a malformed text is diagnosed and raised through
     ``wrap(line number, error)``."""
     raw = "\n".join(texts).encode("utf-8")
