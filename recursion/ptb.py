@@ -205,7 +205,7 @@ def _read(texts: Sequence[str], numbers: Sequence[int],
     at = np.flatnonzero(starts)
     codes = np.where(bracket[at], data[at], _W).astype(np.uint8)
     line_ends = np.cumsum([len(t.encode("utf-8")) + 1 for t in texts])   # byte offset after each line's "\n"
-    lengths = np.bincount(np.searchsorted(line_ends, at, side="right"), minlength=len(texts))
+    lengths = np.diff(np.searchsorted(at, line_ends), prepend=0)          # tokens a line
     bad = _malformed(codes, lengths)
     if len(bad):
         t = int(bad[0])
@@ -377,7 +377,7 @@ def _split(nodes: _Nodes, lengths: np.ndarray) -> list[Tree]:
     """One :class:`Tree` per line: views of the arrays of all lines, renumbered from 0 in each."""
     n = len(nodes.parent)
     line_ends = np.cumsum(lengths)
-    sizes = np.bincount(np.searchsorted(line_ends, nodes.token, side="right"), minlength=len(lengths))
+    sizes = np.diff(np.searchsorted(nodes.token, line_ends), prepend=0)    # nodes a line
     off = np.concatenate(([0], np.cumsum(sizes)))
     tree_of = np.repeat(np.arange(len(sizes)), sizes)
     start = off[:-1][tree_of]
