@@ -95,9 +95,10 @@ class TreeModel:
         self._shards = shards
         self._executor: Executor | None = None
         #: Leaf cells gather rows of a vocabulary table of the word's input projection (``emb @ W + b``,
-        #: made when the cells are built) instead of multiplying each leaf's embedding: same states to
-        #: float32 rounding, a leaf costs a row copy. The table holds V x (projection width) floats
-        #: instead of the embedding's V x D. Set to False before the first run to keep the product per leaf.
+        #: made when the cells are built; Child-Sum: of the leaf's whole state, ``cells.tabulate``)
+        #: instead of multiplying each leaf's embedding: same states to float32 rounding, a leaf costs a
+        #: row copy. The table holds V x (its width) floats instead of the embedding's V x D. Set to
+        #: False before the first run to keep the product per leaf.
         self.fold_leaves = True
 
     # -- weights ------------------------------------------------------------------------
