@@ -29,6 +29,11 @@ Workloads (``--workload``):
 * ``nary-check``: the same kind of batch from another seed (4545) and arities 1..8, kept out of
   every tuning run: the check that a change did not just fit the ``nary`` batch.
 
+* ``small``, ``large``, ``forests`` (both): held-out forests of 300 PTB lines, timed from the text to
+  the root states against torch at its default threads and at 1 thread, parse included and
+  excluded, 1 and 2 workers, alternating the columns in each round (``benchmarks/recursion_forests.py``,
+  which this runs; ``--seeds`` and ``--rounds`` go to it).
+
 ``--no-fold`` keeps the leaf cells multiplying each leaf's embedding (``model.fold_leaves =
 False``); by default a leaf gathers a row of the vocabulary's precomputed input projection.
 
@@ -36,9 +41,11 @@ Usage::
 
     python benchmarks/recursion.py [--workload sst|nary|nary-check] [--repeat 5] [--trees 2210]
                                    [--pernode-trees 2210] [--no-fold] [--skip-pernode]
+    python benchmarks/recursion.py --workload forests [--seeds 101 102 103] [--rounds 3] [--repeat 5]
 
 Bars: ours >= 10x per-node on the same backend; >= 1.5x torch level-batched on SST and
->= 3x on the n-ary batches; >= 1.7x from 1 to 2 workers.
+>= 3x on the n-ary batches; >= 1.7x from 1 to 2 workers; forests, text to root, vs torch at its
+default threads: small >= 3x, large >= 4x.
 """
 
 from __future__ import annotations
@@ -126,7 +133,7 @@ def host_ceiling(cell: bytes, repeat: int = 60) -> float:
 
     def work() -> None:
         for _ in range(repeat):
-            sess.run(None, {"h_ch": x, "c_ch": x})
+            sess.run(None, {"h_ch": x, "fc_ch": x})
 
     work()
     rates = []
@@ -149,16 +156,16 @@ def per_node(trees, model: ChildSumTreeLSTM, leaf_call, node_call) -> np.ndarray
     for t, tree in enumerate(trees):
         n = len(tree)
         h = np.zeros((n, H), np.float32)
-        c = np.zeros((n, H), np.float32)
+        fc = np.zeros((n, H), np.float32)
         ptr, kids, words = tree.child_ptr.tolist(), tree.child_idx, tree.words
         for j in range(n):
             if ptr[j] == ptr[j + 1]:
                 out = leaf_call({"word": np.array([vocab.get(words[j], unk)], np.int64)})
             else:
                 ch = kids[ptr[j]:ptr[j + 1]]
-                out = node_call({"h_ch": h[ch][None], "c_ch": c[ch][None]})
+                out = node_call({"h_ch": h[ch][None], "fc_ch": fc[ch][None]})
             h[j] = out["h"][0]
-            c[j] = out["c"][0]
+            fc[j] = out["fc"][0]
         roots[t] = h[-1]
     return roots
 
@@ -203,6 +210,8 @@ def torch_level_batched(trees, model: ChildSumTreeLSTM, torch) -> np.ndarray:
 
 #: ``--workload`` n-ary batches: (seed, trees, max arity)
 NARY = {"nary": (45, 300, 6), "nary-check": (4545, 300, 8)}
+#: ``--workload`` forests from text (benchmarks/recursion_forests.py)
+FORESTS = ("forests", "small", "large")
 
 
 def workload(name: str, count: int | None, words: list[str]) -> list:
@@ -218,7 +227,9 @@ def workload(name: str, count: int | None, words: list[str]) -> list:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=5, help="timed runs per column (median reported)")
-    ap.add_argument("--workload", choices=("sst", *NARY), default="sst", help="which trees (see above)")
+    ap.add_argument("--workload", choices=("sst", *NARY, *FORESTS), default="sst", help="which trees (see above)")
+    ap.add_argument("--seeds", nargs="+", default=["101", "102", "103"], help="forest seeds (forests only)")
+    ap.add_argument("--rounds", default="3", help="rounds of alternating columns (forests only)")
     ap.add_argument("--trees", type=int, default=None, help="encode only the first N trees of the workload")
     ap.add_argument("--no-fold", action="store_true", help="leaf cells multiply each embedding (no folded table)")
     ap.add_argument("--skip-pernode", action="store_true", help="leave out the (slow) per-node columns")
@@ -227,6 +238,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hidden", type=int, default=150)
     ap.add_argument("--input", type=int, default=300)
     args = ap.parse_args(argv)
+    if args.workload in FORESTS:
+        import recursion_forests
+
+        kinds = [args.workload] if args.workload != "forests" else ["small", "large"]
+        return recursion_forests.main(["--kinds", *kinds, "--seeds", *args.seeds, "--rounds", args.rounds,
+                                       "--repeat", str(args.repeat)])
 
     words = sorted({w for split in ("train", "dev", "test")
                     for t in read_ptb((SST / f"{split}.txt").read_text().splitlines()) for w in t.leaves()})
@@ -335,7 +352,7 @@ def per_node_columns(trees, pernode_trees, model, sg, rows, results, per100) -> 
     s_node = ort.InferenceSession(sg.branches[1].cell, so, providers=["CPUExecutionProvider"])
 
     def bare(sess):
-        return lambda feeds: dict(zip(("h", "c"), sess.run(["h", "c"], feeds)))
+        return lambda feeds: dict(zip(("h", "fc"), sess.run(["h", "fc"], feeds)))
 
     ms, out = timed(lambda: per_node(pn_trees, model, bare(s_leaf), bare(s_node)), 1)
     rows.append(("per-node (bare ORT)", ms * scale))

@@ -38,10 +38,11 @@ from recursion.subgraph import (
     is_internal,
     is_leaf,
 )
-from recursion.tree import PTBParseError, Tree, parse_ptb, read_ptb
+from recursion.ptb import PTBParseError, parse_ptb, read_forest, read_ptb
+from recursion.tree import Tree
 
 __all__ = [
     "Branch", "CellHandle", "data", "Executor", "Forest", "InvokeOp", "OrtRunner", "PTBParseError", "Plan",
     "RunResult", "RunStats", "Runner", "RuntimeRunner", "SubGraph", "Tree", "arity_at_most",
-    "default_runtime", "is_internal", "is_leaf", "make_plan", "parse_ptb", "read_ptb",
+    "default_runtime", "is_internal", "is_leaf", "make_plan", "parse_ptb", "read_forest", "read_ptb",
 ]

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-__all__ = ["FLOAT", "INT64", "OPSET", "CellBuilder"]
+__all__ = ["FLOAT", "INT64", "OPSET", "CellBuilder", "tabulate"]
 
 #: ONNX opset of every cell (ReduceSum/Split take their axes/splits as inputs).
 OPSET = 17
@@ -109,3 +109,29 @@ class CellBuilder:
             return self.op("Gather", self.const(self._fresh(hint + "_table"), table),
                            self.input(name, INT64, ["B"]), axis=0)
         return self.linear(self.word_embedding(emb, name), w, b, hint)
+
+
+def tabulate(cell: bytes, name: str, size: int) -> bytes:
+    """``cell``, whose only input ``name`` is an int64 id in ``[0, size)`` ([B]), as a lookup table: the
+    cell is run once on every id (ONNX Runtime, CPU) and the new cell gathers its rows of the outputs.
+
+    A leaf whose state depends only on its word costs a row copy instead of its cell's work; the table
+    holds ``size`` rows of every output. Outputs are float32, [B, …] as in ``cell``.
+    """
+    import onnxruntime as ort   # lazily: only tabulating needs it here
+
+    model = onnx.ModelProto()
+    model.ParseFromString(cell)
+    if [i.name for i in model.graph.input] != [name]:
+        raise ValueError(f"tabulate: the cell's inputs are {[i.name for i in model.graph.input]}, not [{name!r}]")
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(cell, opts, providers=["CPUExecutionProvider"])
+    names = [o.name for o in model.graph.output]
+    values = sess.run(names, {name: np.arange(size, dtype=np.int64)})
+    g = CellBuilder(model.graph.name + "_table")
+    ids = g.input(name, INT64, ["B"])
+    for out, value in zip(names, values):
+        rows = g.op("Gather", g.const(out + "_table", value), ids, axis=0)
+        g.output(rows, out, ["B", *value.shape[1:]])
+    return g.build()

@@ -6,8 +6,10 @@ every group whose dependencies are done is gathered (one numpy fancy index
 per InvokeOp input) and submitted as ONE cell call through the runner; when
 its future completes, its outputs are stored with one slice copy and the
 groups waiting on it are released. Independent groups are in flight at the
-same time, so they run in parallel on the runtime's workers. No Python
-recursion anywhere: depth only adds loop iterations.
+same time, so they run in parallel on the runtime's workers. A plan of one
+shard (one worker, or one of ``encode``'s parts) has nothing to overlap: its
+groups run in order as sync calls on the calling thread. No Python recursion
+anywhere: depth only adds loop iterations.
 """
 
 from __future__ import annotations
@@ -215,8 +217,9 @@ class Executor:
 
     def _execute(self, plan: Plan, fields: Mapping[str, np.ndarray], bufs: list[dict[str, np.ndarray]],
                  cells: Mapping[tuple[int, int], CellHandle]) -> None:
-        """Run every group of ``plan`` once its dependencies are done, writing its rows of ``bufs``: a lone
-        ready group on this thread, several at once through their cells' ``submit``."""
+        """Run every group of ``plan`` once its dependencies are done, writing its rows of ``bufs``: a plan of
+        one shard in order on this thread; otherwise a lone ready group on this thread, several at once
+        through their cells' ``submit``."""
         sgs = plan.subgraphs
         groups = plan.groups
         waiting = [len(g.deps) for g in groups]
@@ -237,6 +240,13 @@ class Executor:
                 if waiting[d] == 0:
                     ready.append(groups[d])
 
+        if plan.shards == 1:
+            # One part: its groups one after another on this thread (they are in dependency order); a
+            # lone stream gains nothing from handing calls to workers, and each hand-off costs the GIL.
+            for g in groups:
+                handle = cells[(g.sg, g.branch)]
+                finish(g, self._guard(g, sgs, handle, handle.call, inputs_of(g)))
+            return
         inflight = 0
         completed = 0
         while completed < len(groups):

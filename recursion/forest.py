@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
+from operator import attrgetter
 
 import numpy as np
 
 from edgert.errors import InputError
 from recursion.tree import Tree
+
+
+_labels = attrgetter("labels")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -51,19 +55,28 @@ class Forest:
             if not isinstance(t, Tree):
                 raise InputError(f"trees[{i}] is a {type(t).__name__}, not a recursion.Tree; parse it with "
                                  "recursion.parse_ptb(line)")
-        sizes = np.fromiter((len(t) for t in trees), dtype=np.int64, count=len(trees))
+        sizes = np.fromiter(map(len, map(_labels, trees)), dtype=np.int64, count=len(trees))
         offsets = np.zeros(len(trees) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
-        n_edges = np.fromiter((len(t.child_idx) for t in trees), dtype=np.int64, count=len(trees))
+        kids = [t.child_idx for t in trees]
+        n_edges = np.fromiter(map(len, kids), dtype=np.int64, count=len(trees))
         edge_off = np.concatenate(([0], np.cumsum(n_edges)))
         child_ptr = np.empty(offsets[-1] + 1, dtype=np.int64)
         child_ptr[:-1] = np.concatenate([t.child_ptr[:-1] for t in trees]) + np.repeat(edge_off[:-1], sizes)
         child_ptr[-1] = edge_off[-1]
-        child_idx = np.concatenate([t.child_idx for t in trees]) + np.repeat(offsets[:-1], n_edges)
+        child_idx = np.concatenate(kids) + np.repeat(offsets[:-1], n_edges)
         first = np.concatenate([t.first for t in trees]) + np.repeat(offsets[:-1], sizes)
         words: tuple[str | None, ...] = tuple(chain.from_iterable(t.words for t in trees))
         return cls(child_ptr, child_idx, np.concatenate([t.height for t in trees]), first,
                    offsets[1:] - 1, offsets, words)
+
+    def part(self, start: int, stop: int) -> Forest:
+        """Trees ``start .. stop - 1`` as a Forest of their own (node ids from 0; arrays are views or copies)."""
+        n0, n1 = int(self.offsets[start]), int(self.offsets[stop])
+        e0, e1 = int(self.child_ptr[n0]), int(self.child_ptr[n1])
+        return Forest(self.child_ptr[n0 : n1 + 1] - e0, self.child_idx[e0:e1] - n0, self.height[n0:n1],
+                      self.first[n0:n1] - n0, self.roots[start:stop] - n0, self.offsets[start : stop + 1] - n0,
+                      self.words[n0:n1])
 
     def lookup(self, vocab: Mapping[str, int], unknown: int) -> np.ndarray:
         """int64 [n]: vocabulary id of each leaf's word (``unknown`` if absent), -1 for internal nodes."""

@@ -11,7 +11,8 @@ Everything here is vectorised numpy over the whole batch; nothing recurses.
 3. Waves: an invocation only needs its children, which are strictly lower, so
    the node's height is an as-soon-as-possible wave number.
 4. Groups: invocations of one branch in one wave (and one shard of the batch,
-   and one child-count bucket) form a group = one batched cell call. Rows of
+   and one child-count bucket, :func:`coarse_buckets`) form a group = one
+   batched cell call. Rows of
    a group are contiguous in its SubGraph's output buffers, so storing a
    result is a slice copy; inputs are gathered with one index array per
    InvokeOp (absent children point at a zero sentinel row).
@@ -69,6 +70,7 @@ class Plan:
         rows: per SubGraph, how many invocations (buffer rows, sentinel excluded).
         pos: per SubGraph, int64 [n]: buffer row of each node, -1 if not invoked.
         waves: number of waves (max height + 1).
+        shards: independent parts each wave was cut into (1: one sequential stream).
     """
 
     subgraphs: tuple[SubGraph, ...]
@@ -76,6 +78,7 @@ class Plan:
     rows: tuple[int, ...]
     pos: tuple[np.ndarray, ...]
     waves: int
+    shards: int = 1
 
 
 def _expand(entry: SubGraph, subgraphs: list[SubGraph], forest: Forest,
@@ -167,7 +170,12 @@ def _first_equal(nodes: np.ndarray, arrays: Sequence[np.ndarray]) -> np.ndarray:
     cols = [np.ascontiguousarray(np.asarray(a)[nodes]).reshape(len(nodes), -1) for a in arrays]
     raw = np.hstack([c.view(np.uint8).reshape(len(nodes), -1) for c in cols])
     if raw.shape[1] == 8 and len(cols) == 1 and cols[0].dtype == np.int64:  # common case: one id
-        _, first, inverse = np.unique(cols[0][:, 0], return_index=True, return_inverse=True)
+        ids = cols[0][:, 0]
+        if ids.min() >= 0 and ids.max() < 4 * len(ids) + 65536:   # small ids: first position per id by scatter
+            at = np.full(int(ids.max()) + 1, len(ids), dtype=np.int64)
+            np.minimum.at(at, ids, np.arange(len(ids)))
+            return nodes[at[ids]]
+        _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
     else:
         _, first, inverse = np.unique(raw, axis=0, return_index=True, return_inverse=True)
     return nodes[first[inverse.reshape(-1)]]
@@ -200,6 +208,7 @@ def make_plan(entry: SubGraph, forest: Forest, fields: Mapping[str, np.ndarray],
     shards = max(1, int(shards))
     shard_of = np.minimum(np.arange(n, dtype=np.int64) * shards // max(n, 1), shards - 1)
     sg_a, node_a, b_a, k_a, wave_a, aliases = _invocations(subgraphs, branch, forest, arity, fields, memoize)
+    k_a = coarse_buckets(np.stack((wave_a, shard_of[node_a], sg_a, b_a)), k_a)
     order = np.lexsort((node_a, k_a, b_a, sg_a, shard_of[node_a], wave_a))
     sg_a, node_a, b_a, k_a, wave_a = sg_a[order], node_a[order], b_a[order], k_a[order], wave_a[order]
     shard_a = shard_of[node_a]
@@ -225,7 +234,63 @@ def make_plan(entry: SubGraph, forest: Forest, fields: Mapping[str, np.ndarray],
         producer[s][r0:r1] = gid
         gathers, deps = _gathers(subgraphs[s].branches[bi], nodes, arity, subgraphs, forest, pos, rows, producer)
         groups.append(Group(gid, s, bi, int(wave_a[a]), r0, r1, nodes, gathers, deps))
-    return Plan(tuple(subgraphs), tuple(groups), tuple(rows), tuple(pos), int(forest.height.max()) + 1)
+    return Plan(tuple(subgraphs), tuple(groups), tuple(rows), tuple(pos), int(forest.height.max()) + 1, shards)
+
+
+#: Coarse child-count buckets (:func:`coarse_buckets`), in units of one row of a cell call: a call's own
+#: cost (dispatch, gathers, stores; ~40-60 us through a Runtime) is about CALL_ROWS rows, and a padded
+#: child adds about CHILD_ROW of a row (Child-Sum TreeLSTM, H 150, on ONNX Runtime: ~1.5 us a row, and a
+#: zero child ~0.15 us, only summed).
+CALL_ROWS = 40.0
+CHILD_ROW = 0.1
+
+
+def coarse_buckets(keys: np.ndarray, arity: np.ndarray) -> np.ndarray:
+    """Per invocation, the child count its group stacks to: the top of its bucket (0 stays 0).
+
+    Invocations with equal ``keys`` columns (wave, shard, SubGraph, branch) are cut by child count into
+    contiguous buckets; each bucket is one call padded with zero children to its largest count. The
+    cut minimises the modelled cost, ``CALL_ROWS`` per call plus ``1 + CHILD_ROW * K`` per row (a
+    dynamic programme over the distinct counts of each key: fewer calls on narrow levels, exact
+    counts on wide ones).
+    """
+    out = arity.copy()
+    live = np.flatnonzero(arity > 0)
+    if len(live) == 0:
+        return out
+    key = np.zeros(len(live), dtype=np.int64)        # the key columns and the count as one sortable int
+    for col in (*keys[:, live], arity[live]):
+        key = key * (int(col.max()) + 1) + col
+    uniq, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+    k = uniq % (int(arity.max()) + 1)
+    starts = np.flatnonzero(np.diff(uniq // (int(arity.max()) + 1), prepend=-1))
+    top = k.copy()
+    for a, z in zip(starts.tolist(), np.append(starts[1:], len(uniq)).tolist()):
+        top[a:z] = _cut(k[a:z].tolist(), counts[a:z].tolist())
+    out[live] = top[inverse.reshape(-1)]
+    return out
+
+
+def _cut(ks: list[int], ns: list[int]) -> list[int]:
+    """For ascending child counts ``ks`` with ``ns`` rows each: the bucket top of each, cheapest cut."""
+    m = len(ks)
+    best = [0.0] * (m + 1)
+    start = [0] * (m + 1)
+    for j in range(1, m + 1):
+        rows = 0
+        best[j] = float("inf")
+        for i in range(j, 0, -1):       # bucket ks[i-1 .. j-1], padded to ks[j-1]
+            rows += ns[i - 1]
+            cost = best[i - 1] + CALL_ROWS + rows * (1.0 + CHILD_ROW * ks[j - 1])
+            if cost < best[j]:
+                best[j], start[j] = cost, i - 1
+    top = [0] * m
+    j = m
+    while j > 0:
+        i = start[j]
+        top[i:j] = [ks[j - 1]] * (j - i)
+        j = i
+    return top
 
 
 def _check_fields(subgraphs: list[SubGraph], forest: Forest, fields: Mapping[str, np.ndarray]) -> None:
@@ -247,8 +312,8 @@ def _check_fields(subgraphs: list[SubGraph], forest: Forest, fields: Mapping[str
 def _invocations(subgraphs: list[SubGraph], branch: list[np.ndarray], forest: Forest, arity: np.ndarray,
                  fields: Mapping[str, np.ndarray], memoize: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                                           np.ndarray, np.ndarray, list[_Alias]]:
-    """Every invocation that gets a buffer row, as columns: SubGraph, node, branch, child-count bucket (a
-    power of two >= arity for un-padded stacking, 0 otherwise), wave; and the memoized duplicates as
+    """Every invocation that gets a buffer row, as columns: SubGraph, node, branch, child count (for
+    un-padded stacking, 0 otherwise), wave; and the memoized duplicates as
     ``(SubGraph, duplicate nodes, their representatives)``.
 
     Raises:
@@ -269,7 +334,7 @@ def _invocations(subgraphs: list[SubGraph], branch: list[np.ndarray], forest: Fo
             raise InputError(f"SubGraph {sg.name!r} branch {sg.branches[int(branch[s][i])].name!r} takes at most "
                              f"{int(pad[branch[s][i]])} children, a node has {int(arity[i])}; binarize the trees "
                              "or use a model with a larger N")
-        bucket = np.where(unpadded[b], 1 << np.ceil(np.log2(np.maximum(a, 1))).astype(np.int64), 0)
+        bucket = np.where(unpadded[b], a, 0)
         if memoize:
             keep = _memoize(s, sg, nodes, b, fields, aliases)
             nodes, b, bucket = nodes[keep], b[keep], bucket[keep]
@@ -338,9 +403,8 @@ def _gathers(br: Branch, nodes: np.ndarray, arity: np.ndarray, subgraphs: list[S
             edge = np.where(valid, cptr[:, None] + cols[None, :], 0)
             kid = forest.child_idx[edge] if len(forest.child_idx) else np.zeros_like(edge)
             r = np.where(valid, pos[t][kid], rows[t])
-            deps.update(np.unique(producer[t][r]).tolist())
+            deps.update(np.flatnonzero(np.bincount(producer[t][r].ravel() + 1)[1:]).tolist())  # -1: no producer
             for out, name in op.outputs.items():
                 gathers.append(Gather(t, out, name, r))
-    deps.discard(-1)
     return tuple(gathers), tuple(sorted(deps))
 

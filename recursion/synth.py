@@ -9,7 +9,7 @@ import numpy as np
 
 from recursion.tree import Tree
 
-__all__ = ["chain_tree", "random_tree", "sst_like_tree"]
+__all__ = ["chain_tree", "random_tree", "split_tree", "sst_like_tree"]
 
 
 def random_tree(n_nodes: int, max_arity: int = 4, rng: np.random.Generator | None = None,
@@ -35,6 +35,31 @@ def random_tree(n_nodes: int, max_arity: int = 4, rng: np.random.Generator | Non
             kids[node].append(count)
             frontier.append(count)
             count += 1
+    return _postorder(kids, rng, vocab)
+
+
+def split_tree(n_leaves: int, max_arity: int = 5, rng: np.random.Generator | None = None,
+               vocab: list[str] | None = None) -> Tree:
+    """A random ordered tree over ``n_leaves`` leaves, shaped like a parse: each node's span of leaves
+    is cut into 1..``max_arity`` parts (uniform; never more parts than leaves) at uniform cut points,
+    until every part is one leaf; a one-part cut is a unary node (as ``(NP (NN cat))`` in PTB).
+
+    Built top-down with an explicit stack, then renumbered to post-order.
+    """
+    rng = rng or np.random.default_rng(0)
+    vocab = vocab or [f"w{i}" for i in range(100)]
+    kids: list[list[int]] = [[]]
+    todo = [(0, max(1, int(n_leaves)))]
+    while todo:
+        node, leaves = todo.pop()
+        if leaves == 1:
+            continue
+        k = int(rng.integers(1, min(max_arity, leaves) + 1))
+        cuts = np.sort(rng.choice(np.arange(1, leaves), k - 1, replace=False)) if k > 1 else np.empty(0, int)
+        for size in np.diff(np.concatenate(([0], cuts, [leaves]))).tolist():
+            kids.append([])
+            kids[node].append(len(kids) - 1)
+            todo.append((len(kids) - 1, size))
     return _postorder(kids, rng, vocab)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
@@ -18,6 +18,7 @@ import numpy as np
 from edgert.errors import ConfigError, ModelLoadError
 from recursion.executor import Executor, RunResult, RunStats
 from recursion.forest import Forest
+from recursion.ptb import read_forest
 from recursion.subgraph import SubGraph
 from recursion.tree import Tree
 
@@ -94,9 +95,10 @@ class TreeModel:
         self._shards = shards
         self._executor: Executor | None = None
         #: Leaf cells gather rows of a vocabulary table of the word's input projection (``emb @ W + b``,
-        #: made when the cells are built) instead of multiplying each leaf's embedding: same states to
-        #: float32 rounding, a leaf costs a row copy. The table holds V x (projection width) floats
-        #: instead of the embedding's V x D. Set to False before the first run to keep the product per leaf.
+        #: made when the cells are built; Child-Sum: of the leaf's whole state, ``cells.tabulate``)
+        #: instead of multiplying each leaf's embedding: same states to float32 rounding, a leaf costs a
+        #: row copy. The table holds V x (its width) floats instead of the embedding's V x D. Set to
+        #: False before the first run to keep the product per leaf.
         self.fold_leaves = True
 
     # -- weights ------------------------------------------------------------------------
@@ -173,8 +175,9 @@ class TreeModel:
         forest = trees if isinstance(trees, Forest) else Forest.from_trees(trees)
         return self.executor.run(forest, self.fields(forest))
 
-    def encode(self, trees: Sequence[Tree]) -> np.ndarray:
-        """``[len(trees), H]`` float32: the root hidden state of each tree.
+    def encode(self, trees: Sequence[Tree] | Forest) -> np.ndarray:
+        """``[len(trees), H]`` float32: the root hidden state of each tree (a Forest: of each of its trees,
+        as ``recursion.read_forest`` gives them).
 
         With several workers and enough trees, the batch is cut into one contiguous part per
         worker, front-loaded (:func:`part_sizes`): this thread prepares the parts one after
@@ -182,18 +185,46 @@ class TreeModel:
         (Python/numpy, holding the GIL) overlaps the earlier parts' cell calls instead of
         preceding all of them, which is what keeps a single plan from scaling with workers.
         """
-        parts = self.executor.runner.parallelism if self._shards is None else self._shards
-        if parts <= 1 or len(trees) < parts * CHUNKS_PER_WORKER * MIN_TREES_PER_PART:
+        bounds = self._part_bounds(len(trees.roots) if isinstance(trees, Forest) else len(trees))
+        if bounds is None:
             return self.run(trees).roots(self.STATE)
+        if isinstance(trees, Forest):
+            return self._encode_parts([trees.part(a, b) for a, b in zip(bounds[:-1], bounds[1:])], lambda f: f)
+        return self._encode_parts([trees[a:b] for a, b in zip(bounds[:-1], bounds[1:])], Forest.from_trees)
+
+    def encode_ptb(self, lines: Iterable[str]) -> np.ndarray:
+        """``[trees, H]`` float32: the root hidden state of each PTB line (one tree a line, blank lines
+        skipped), i.e. ``encode(read_forest(lines))``, except that with several workers each part's lines
+        are read as that part is prepared, so reading the later parts overlaps the earlier parts' cells.
+
+        Raises PTBParseError naming the line (1-based, in ``lines``) and the position.
+        """
+        lines = list(lines)
+        at = [i for i, line in enumerate(lines) if line.strip()]
+        bounds = self._part_bounds(len(at))
+        if bounds is None:
+            return self.encode(read_forest(lines))
+        starts = [0, *(at[b] for b in bounds[1:-1]), len(lines)]
+        return self._encode_parts([(a, lines[a:b]) for a, b in zip(starts[:-1], starts[1:])],
+                                  lambda part: read_forest(part[1], first_line=part[0] + 1))
+
+    def _part_bounds(self, count: int) -> list[int] | None:
+        """Tree index bounds of the parts ``encode`` cuts ``count`` trees into; None for one part."""
+        parts = self.executor.runner.parallelism if self._shards is None else self._shards
+        if parts <= 1 or count < parts * CHUNKS_PER_WORKER * MIN_TREES_PER_PART:
+            return None
+        return np.cumsum([0, *part_sizes(count, parts * CHUNKS_PER_WORKER)]).tolist()
+
+    def _encode_parts(self, chunks: Sequence[Any], to_forest: Callable[[Any], Forest]) -> np.ndarray:
+        """Root states of every part, ``to_forest(chunk)`` each: this thread prepares the parts in order and
+        hands each to a pool thread as soon as it is ready (the first part computes while the next is
+        prepared); it runs the last one itself."""
         ex = self.executor
         ex.warm()
-        sizes = part_sizes(len(trees), parts * CHUNKS_PER_WORKER)
-        bounds = np.cumsum([0, *sizes])
-        chunks = [trees[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
-        def prepare(chunk: Sequence[Tree]) -> tuple[Forest, dict[str, np.ndarray], Any, float]:
+        def prepare(chunk: Any) -> tuple[Forest, dict[str, np.ndarray], Any, float]:
             t = time.perf_counter()
-            forest = Forest.from_trees(chunk)
+            forest = to_forest(chunk)
             fields = self.fields(forest)
             return forest, fields, ex.plan(forest, fields, shards=1), (time.perf_counter() - t) * 1e3
 
@@ -201,8 +232,6 @@ class TreeModel:
             res = ex.run(prep[0], prep[1], plan=prep[2])
             return res.roots(self.STATE), res.stats
 
-        # This thread prepares the parts in order and hands each to a pool thread as soon as it is
-        # ready (the first part computes while the next is planned); it runs the last one itself.
         preps: list[float] = []
         with ThreadPoolExecutor(len(chunks) - 1, thread_name_prefix="edgert-encode") as pool:
             futs = []

@@ -5,15 +5,16 @@ f_k = σ(x·W_f + h_k·U_f + b_f);  c = i⊙u + Σ_k f_k⊙c_k;  h = o⊙tanh(c)
 A leaf's x is its word's embedding; an internal node's x is zero. So the leaf
 cell is x → (h, c) with no child terms, and the internal cell has no x terms
 (``W_f`` never contributes: only leaves have an x, and they have no children).
-Absent children in a padded batch are zero rows: they add nothing to h̃ and
-their c_k = 0 makes f_k⊙c_k = 0, so padding is exact.
+Each node also outputs f⊙c for its parent (``fc``, see ``build_subgraph``).
+Absent children in a padded batch are zero rows: they add nothing to h̃ or to
+Σ f_k⊙c_k, so padding is exact.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from recursion.cells import FLOAT, CellBuilder
+from recursion.cells import FLOAT, CellBuilder, tabulate
 from recursion.models.base import TreeModel
 from recursion.subgraph import InvokeOp, SubGraph, is_internal, is_leaf
 
@@ -36,28 +37,37 @@ class ChildSumTreeLSTM(TreeModel):
         dims["H"] = int(w["U_f"].shape[0]) if w["U_f"].ndim == 2 else -1
 
     def build_subgraph(self) -> SubGraph:
-        """``child_sum_tree_lstm``: leaf branch (word → h, c), internal branch (children's h, c → h, c)."""
+        """``child_sum_tree_lstm``: leaf branch (word → h, c, fc), internal branch (children's h, fc → h, c, fc).
+
+        ``fc`` is what a node hands its parent for the forget path, ``σ(h·U_f + b_f) ⊙ c``: its
+        parent is internal, whose x is zero, so f_k depends on the child alone and is taken once, with
+        the child, as one [B, H] × [H, H] product. The parent then only sums its children's ``h`` and
+        ``fc`` over K, so a padded child (a zero row) costs a few adds, not a product.
+        """
         w, H = self.weights, self.hidden
         leaf = CellBuilder("child_sum_leaf")
         iou = leaf.word_linear(self.emb, w["W_iou"], w["b_iou"], self.fold_leaves, "iou")
         i, o, u = leaf.split3(iou, H)
-        c = leaf.op("Mul", leaf.op("Sigmoid", i), leaf.op("Tanh", u))
-        leaf.output(leaf.op("Mul", leaf.op("Sigmoid", o), leaf.op("Tanh", c)), "h", ["B", H])
-        leaf.output(c, "c", ["B", H])
+        _outputs(leaf, leaf.op("Mul", leaf.op("Sigmoid", i), leaf.op("Tanh", u)), o, w, H)
 
         node = CellBuilder("child_sum_node")
-        h_ch = node.input("h_ch", FLOAT, ["B", "K", H])
-        c_ch = node.input("c_ch", FLOAT, ["B", "K", H])
-        i, o, u = node.split3(node.linear(node.reduce_sum(h_ch, 1), w["U_iou"], w["b_iou"], "iou"), H)
-        f = node.op("Sigmoid", node.linear(h_ch, w["U_f"], w["b_f"], "f"))
-        c = node.op("Add", node.op("Mul", node.op("Sigmoid", i), node.op("Tanh", u)),
-                    node.reduce_sum(node.op("Mul", f, c_ch), 1))
-        node.output(node.op("Mul", node.op("Sigmoid", o), node.op("Tanh", c)), "h", ["B", H])
-        node.output(c, "c", ["B", H])
+        h_sum = node.reduce_sum(node.input("h_ch", FLOAT, ["B", "K", H]), 1)
+        fc_sum = node.reduce_sum(node.input("fc_ch", FLOAT, ["B", "K", H]), 1)
+        i, o, u = node.split3(node.linear(h_sum, w["U_iou"], w["b_iou"], "iou"), H)
+        _outputs(node, node.op("Add", node.op("Mul", node.op("Sigmoid", i), node.op("Tanh", u)), fc_sum), o, w, H)
 
-        sg = SubGraph("child_sum_tree_lstm", outputs=("h", "c"))
-        sg.branch(is_leaf, leaf.build(), fields={"word": "word"}, name="leaf")
-        sg.branch(is_internal, node.build(), invokes=[InvokeOp(sg, {"h": "h_ch", "c": "c_ch"})], name="node")
+        # folded, a leaf's (h, c, fc) is a row of a table over the vocabulary (V x 3H floats, as many
+        # as the folded input projection it replaces)
+        leaf_cell = tabulate(leaf.build(), "word", len(self.emb)) if self.fold_leaves else leaf.build()
+        sg = SubGraph("child_sum_tree_lstm", outputs=("h", "c", "fc"))
+        sg.branch(is_leaf, leaf_cell, fields={"word": "word"}, name="leaf")
+        sg.branch(is_internal, node.build(), invokes=[InvokeOp(sg, {"h": "h_ch", "fc": "fc_ch"})], name="node")
         return sg
 
 
+def _outputs(g: CellBuilder, c: str, o: str, w, H: int) -> None:
+    """Outputs ``h = σ(o) ⊙ tanh(c)``, ``c`` and the parent's forget term ``fc = σ(h·U_f + b_f) ⊙ c``."""
+    h = g.op("Mul", g.op("Sigmoid", o), g.op("Tanh", c))
+    g.output(h, "h", ["B", H])
+    g.output(c, "c", ["B", H])
+    g.output(g.op("Mul", g.op("Sigmoid", g.linear(h, w["U_f"], w["b_f"], "f")), c), "fc", ["B", H])

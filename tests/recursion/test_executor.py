@@ -217,7 +217,7 @@ def test_encode_runs_its_parts_at_the_same_time() -> None:
 
 class GatedDelegateDouble(Delegate):
     """Test double around the real ``ort-cpu`` delegate: once ``armed``, a run on a runtime worker
-    thread does not end until another run has started (or ``GATE_S`` passed).
+    thread or an ``encode`` part thread does not end until another run has started (or ``GATE_S`` passed).
 
     Two runs at once can only be on two different workers (each runs one invocation at a time), so
     an overlap proves the runtime spread the groups; a runtime that queued the second group behind
@@ -251,8 +251,9 @@ class _GatedSessionDouble(Session):
 
     def run(self, feeds):
         g = self.gate
-        # only worker threads wait: a sync call run inline on the caller's thread must not block it
-        gated = g.armed and threading.current_thread().name.startswith("edgert-cpu")
+        # worker threads and encode's part threads wait; the calling thread must not (it runs the last
+        # part, whose run is what opens the gate for the others)
+        gated = g.armed and threading.current_thread().name.startswith(("edgert-cpu", "edgert-encode"))
         with g.lock:
             g.running += 1
             if g.running >= 2:

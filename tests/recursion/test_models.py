@@ -164,8 +164,9 @@ def test_part_sizes_are_front_loaded_and_cover_the_batch() -> None:
 
 @pytest.mark.parametrize("cls", [ChildSumTreeLSTM, BinaryTreeLSTM, TreeRNN], ids=lambda c: c.__name__)
 def test_folded_leaf_table_equals_the_product_per_leaf(ort_runner, sst_trees, cls) -> None:
-    """``fold_leaves`` (the default): the leaf cell gathers rows of ``emb @ W + b``, no MatMul left in it;
-    every node's state equals that of the cell that multiplies each leaf's embedding."""
+    """``fold_leaves`` (the default): the leaf cell gathers rows of a table taken once over the vocabulary
+    (``emb @ W + b``; Child-Sum: the leaf's whole state), no MatMul left in it; every node's state equals
+    that of the cell that multiplies each leaf's embedding."""
     import onnx
 
     folded = cls.random(_vocab(sst_trees), input_dim=24, hidden=20, seed=1, runtime=ort_runner)
@@ -178,3 +179,31 @@ def test_folded_leaf_table_equals_the_product_per_leaf(ort_runner, sst_trees, cl
     assert "MatMul" not in leaf_ops(folded) and "MatMul" in leaf_ops(plain)
     np.testing.assert_allclose(folded.run(sst_trees).nodes("h"), plain.run(sst_trees).nodes("h"), atol=1e-5)
 
+
+
+def test_encode_of_a_forest_equals_encode_of_its_trees(rt, sst_trees) -> None:
+    """encode takes read_forest's Forest as it takes read_ptb's trees (and cuts it in parts the same way)."""
+    from recursion import read_forest
+    from tests.recursion.test_parse import to_ptb
+
+    model = ChildSumTreeLSTM.random(_vocab(sst_trees), input_dim=10, hidden=6, seed=4, runtime=rt)
+    trees = sst_trees * 3    # enough trees for one part a worker
+    forest = read_forest([to_ptb(t) for t in trees])
+    np.testing.assert_allclose(model.encode(forest), model.encode(trees), atol=1e-6)
+
+
+def test_encode_ptb_reads_each_part_as_it_goes(rt, sst_trees) -> None:
+    """encode_ptb(lines) == encode(read_forest(lines)), parts read one at a time (2 workers, enough trees),
+    and a bad line in a later part is named by its number in the whole text."""
+    from recursion import PTBParseError, read_forest
+    from tests.recursion.test_parse import to_ptb
+
+    model = ChildSumTreeLSTM.random(_vocab(sst_trees), input_dim=10, hidden=6, seed=4, runtime=rt)
+    lines = [to_ptb(t) for t in sst_trees * 3]
+    lines[7:7] = ["", "  "]
+    np.testing.assert_allclose(model.encode_ptb(lines), model.encode(read_forest(lines)), atol=1e-6)
+    assert model.executor.last_stats.trees == len(sst_trees) * 3
+    np.testing.assert_allclose(model.encode_ptb(lines[:20]), model.encode(read_forest(lines[:20])), atol=1e-6)
+    lines[170] = "(1 a))"
+    with pytest.raises(PTBParseError, match="^line 171: unbalanced"):
+        model.encode_ptb(lines)
