@@ -114,12 +114,6 @@ class Claims:
         #: model -> [(processor index, expected ms)] over the processors that run it
         self.rows = rows
 
-    @classmethod
-    def none_yet(cls, procs: Processors, supersede: bool) -> Claims:
-        """The state before the decision's first placement."""
-        n = len(procs.names)
-        return cls(procs.ready[:], [], {} if supersede else None, [None] * n, [0.0] * n, {})
-
 
 def swap_slot(req: RequestView, row: list[tuple[int, float]], target: float, work: Claims, procs: Processors, *,
               k_local: float, now_ms: float) -> bool:

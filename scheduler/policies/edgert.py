@@ -131,7 +131,7 @@ class EdgertPolicy:
     #: it takes ``objective`` and ``energy`` (``scheduler.registry.make_policy`` passes the profile's)
     energy_aware: ClassVar[bool] = True
 
-    __slots__ = ("idle", "ager", "cloud_margin", "eft_slack", "green", "guard_ms", "k_local", "keep_room", "margin", "objective", "plan",
+    __slots__ = ("candidates", "idle", "ager", "cloud_margin", "eft_slack", "green", "guard_ms", "k_local", "keep_room", "margin", "objective", "plan",
                  "prioritized", "refused", "room", "risky_margin", "short_first", "supersede", "use_plan", "watch", "window")
 
     def __init__(self, supersede: bool = True, margin: float = 0.2, cloud_margin: float = 0.4,
@@ -148,6 +148,8 @@ class EdgertPolicy:
         self.window = window
         #: the table of the last all-idle snapshot (built once while every worker stays idle)
         self.idle = IdleTable()
+        #: each request's candidates in turn (filled per request: :meth:`Candidates.find`)
+        self.candidates = Candidates()
         self.ager = None if stale_ms is None else EstimateAger(stale_ms, stale_half_life_ms)
         self.refused: set[str] = set()   # models dropped on their estimate since their last observation
         self.supersede = supersede
@@ -189,20 +191,17 @@ class EdgertPolicy:
             out = self._lone(pending[0], procs, estimator, now_ms)   # a lone request's order is moot
             if out is not None:
                 return out
-        urgency, gate = self._urgency(pending, estimator.expected_ms, procs, now_ms)
+        overloaded = self.use_plan and self.plan.overloaded
+        urgency = _overload_urgency(estimator.expected_ms, procs.local, self.short_first) \
+            if overloaded and self.short_first else _urgency
+        urgency, gate = self._priorities(urgency, pending, estimator.expected_ms, procs, now_ms)
         if len(pending) > self.window:   # the most urgent first (nsmallest is sorted(...)[:n], stable)
             ordered: Sequence[RequestView] = heapq.nsmallest(self.window, pending, key=urgency)
         else:
             ordered = sorted(pending, key=urgency) if len(pending) > 1 else pending
-        setting = Setting(self, estimator, gate)
-        return self._place(ordered, procs, estimator, now_ms, setting, Claims.none_yet(procs, self.supersede))
-
-    def _urgency(self, pending: Sequence[RequestView], est: Callable[[str, str], float | None], procs: Processors,
-                 now_ms: float) -> tuple[Callable[[RequestView], float], Any]:
-        """The sort key of this decision (lower: more urgent) and the critical room's check (None: none)."""
-        overloaded = self.use_plan and self.plan.overloaded
-        key = _overload_urgency(est, procs.local, self.short_first) if overloaded and self.short_first else _urgency
-        return self._priorities(key, pending, est, procs, now_ms)
+        claims = Claims(procs.ready[:], [], {} if self.supersede else None, [None] * len(procs.names),
+                        [0.0] * len(procs.names), {})   # none yet
+        return self._place(ordered, procs, estimator, now_ms, Setting(self, estimator, gate), claims)
 
     def _place(self, ordered: Sequence[RequestView], procs: Processors, estimator: LatencyModel,
                now_ms: float, setting: Setting, claims: Claims) -> list[Assignment]:
@@ -211,7 +210,7 @@ class EdgertPolicy:
         out, rows, placed = claims.out, claims.rows, claims.placed
         fates = setting.fates if setting.use_plan else None
         whole, lookup, gate = setting.whole, setting.lookup, setting.gate
-        candidates = Candidates()
+        candidates = self.candidates
         for req in ordered:
             rid, model, allowed, deadline = req.id, req.model, req.allowed, req.deadline_ms
             fate = LOCAL if fates is None else fates.get(rid, -1)
