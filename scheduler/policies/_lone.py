@@ -32,7 +32,12 @@ class IdleTable:
     def of(self, processors: Sequence[ProcessorView], now_ms: float) -> Processors | None:
         """The table of ``processors`` at ``now_ms`` (a copy: a decision counts it down) when every one is idle,
         healthy and local; else None."""
-        return self.table.at(now_ms) if self.holds(processors) else None   # type: ignore[union-attr]
+        if processors is not self.processors:   # (holds(), inline: once per decision)
+            for p in processors:
+                if p.busy_until_ms > 0.0 or p.queued_ms != 0.0 or not p.available or p.kind == "cloud":
+                    return None
+            self.processors, self.table = processors, _processor_table(processors, 0.0)
+        return self.table.at(now_ms)   # type: ignore[union-attr]  # set with processors
 
     def names(self, processors: Sequence[ProcessorView]) -> list[str] | None:
         """The names of ``processors`` when every one is idle, healthy and local; else None."""

@@ -63,6 +63,10 @@ class Setting:
     __slots__ = ("fates", "gate", "green", "long_ms", "lookup", "overloaded", "reserved", "use_plan", "whole")
 
     def __init__(self, policy: EdgertPolicy, estimator: LatencyModel, gate: Any) -> None:
+        self.of(policy, estimator, gate)
+
+    def of(self, policy: EdgertPolicy, estimator: LatencyModel, gate: Any) -> Setting:
+        """This setting made ``policy``'s for a decision over ``estimator`` with the room check ``gate``."""
         plan, use_plan = policy.plan, policy.use_plan
         overloaded = use_plan and plan.overloaded
         self.use_plan = use_plan
@@ -81,6 +85,7 @@ class Setting:
         self.green: Greener | None = None if policy.green is None or overloaded else policy.green
         #: the critical room's check (None: no critical stream expected)
         self.gate = gate
+        return self
 
 
 class EdgertPolicy:
@@ -131,7 +136,7 @@ class EdgertPolicy:
     #: it takes ``objective`` and ``energy`` (``scheduler.registry.make_policy`` passes the profile's)
     energy_aware: ClassVar[bool] = True
 
-    __slots__ = ("candidates", "idle", "ager", "cloud_margin", "eft_slack", "green", "guard_ms", "k_local", "keep_room", "margin", "objective", "plan",
+    __slots__ = ("candidates", "idle", "setting", "ager", "cloud_margin", "eft_slack", "green", "guard_ms", "k_local", "keep_room", "margin", "objective", "plan",
                  "prioritized", "refused", "room", "risky_margin", "short_first", "supersede", "use_plan", "watch", "window")
 
     def __init__(self, supersede: bool = True, margin: float = 0.2, cloud_margin: float = 0.4,
@@ -169,6 +174,8 @@ class EdgertPolicy:
         self.green, self.watch = make_objective(objective, energy, margin, cloud_margin, heat_horizon_ms)
         if self.green is not None:
             self.plan.on_demand = self.green.plan
+        #: what holds for every request of a decision (made anew by each: :meth:`Setting.of`)
+        self.setting = Setting(self, LatencyEstimator(), None)
 
     def decide(self, view: SchedulerView, now_ms: float) -> list[Assignment]:
         """Assign what should start now, drop the hopeless, leave the rest pending; see the module doc."""
@@ -201,7 +208,7 @@ class EdgertPolicy:
             ordered = sorted(pending, key=urgency) if len(pending) > 1 else pending
         claims = Claims(procs.ready[:], [], {} if self.supersede else None, [None] * len(procs.names),
                         [0.0] * len(procs.names), {})   # none yet
-        return self._place(ordered, procs, estimator, now_ms, Setting(self, estimator, gate), claims)
+        return self._place(ordered, procs, estimator, now_ms, self.setting.of(self, estimator, gate), claims)
 
     def _place(self, ordered: Sequence[RequestView], procs: Processors, estimator: LatencyModel,
                now_ms: float, setting: Setting, claims: Claims) -> list[Assignment]:
