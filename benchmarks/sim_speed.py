@@ -22,7 +22,7 @@ columns, the :class:`SimProcessor` bookkeeping and its live-runtime
 Simultaneous arrivals are scheduled at exactly the same SimPy time
 (``_delay_to``) and made pending in id order, as ours does, so all three
 sides make the same decisions and print the same figures (requests, ok, late,
-dropped, p50, p99). Like ``run_simulation``, the SimPy runs are timed with
+dropped, p50, p99). As ``edgert simulate`` runs a simulation, every side is timed with
 the cyclic garbage collector off. The timed runs call the policy bare; one
 more run per side wraps it in ``TimedPolicy`` to measure the time spent
 inside ``decide`` (the wrapper's two clock reads per decision would
@@ -318,14 +318,18 @@ def _run_side(name: str, device: str, scheduler: str, duration_s: float, seed: i
     """One timed run of one side: (figures, wall seconds, the timed policy when ``instrument``)."""
     if name == "ours":
         pol = TimedPolicy(make_policy(scheduler)) if instrument else make_policy(scheduler)
-        t0 = time.perf_counter()
-        res = run_simulation(SimConfig(scenario="ar_assistant", profile=device, scheduler=pol,
-                                       duration_s=duration_s, seed=seed, thermal=False))   # the SimPy models have no heat
-        t = time.perf_counter() - t0
+        gc.disable()   # as `edgert simulate` runs it (and the SimPy sides below)
+        try:
+            t0 = time.perf_counter()
+            res = run_simulation(SimConfig(scenario="ar_assistant", profile=device, scheduler=pol, duration_s=duration_s,
+                                           seed=seed, thermal=False))   # the SimPy models have no heat
+            t = time.perf_counter() - t0
+        finally:
+            gc.enable()
         s = res.summary()
     else:
         cls = SimpyTextbook if name == "simpy-textbook" else SimpyLean
-        gc.disable()   # the same treatment run_simulation gives itself
+        gc.disable()   # the same treatment `edgert simulate` gives a run
         try:
             t0 = time.perf_counter()
             m = cls("ar_assistant", device, scheduler, duration_s, seed, instrument=instrument)

@@ -98,6 +98,26 @@ class LiteRTSession(Session):
         self._interp = None
 
 
+#: The one private attribute of a dependency that the product reads (``tests/test_layering.py`` allows it here and
+#: nowhere else): LiteRT's ``Interpreter`` keeps its native interpreter there, and only that object lists the
+#: nodes (``NumNodes``, ``NodeName``, ``NodeInputs``, ``NodeOutputs``) that say which delegate took which op; no
+#: public API of ai-edge-litert 2.x does. Without it (another LiteRT version) the fallback holds: placement is
+#: empty, ``coverage`` unknown, and the load-time check that an accelerator took any node is skipped.
+NATIVE_INTERPRETER = "_interpreter"
+
+
+def native_interpreter(interp: Any) -> Any | None:
+    """LiteRT's native interpreter behind ``interp`` (see :data:`NATIVE_INTERPRETER`), or None when it is not there."""
+    raw = getattr(interp, NATIVE_INTERPRETER, None)
+    return raw if raw is not None and hasattr(raw, "NumNodes") else None
+
+
+def node_count(interp: Any) -> int:
+    """How many nodes ``interp`` holds now (after its delegates were applied); 0 when it cannot say."""
+    raw = native_interpreter(interp)
+    return raw.NumNodes() if raw is not None else 0
+
+
 def interpreter_placement(interp: Any, first_nodes: Sequence[tuple[str, int]]) -> dict[str, int]:
     """Count the original nodes each delegate took, by engine label.
 
@@ -112,8 +132,8 @@ def interpreter_placement(interp: Any, first_nodes: Sequence[tuple[str, int]]) -
         ``{label: original nodes}``, with ``cpu`` for nodes left on builtin kernels.
         Empty when the interpreter cannot list its nodes.
     """
-    raw = getattr(interp, "_interpreter", None)
-    if raw is None or not hasattr(raw, "NumNodes"):
+    raw = native_interpreter(interp)
+    if raw is None:
         return {}
     n = raw.NumNodes()
     names = [raw.NodeName(i) for i in range(n)]
@@ -209,7 +229,7 @@ class LiteRTDelegate(Delegate):
         try:
             with native_quiet():   # "Created TensorFlow Lite XNNPACK delegate for CPU." goes to logging
                 interp = interpreter.Interpreter(**kwargs)
-                applied = interp._interpreter.NumNodes() if delegates_ else 0  # noqa: SLF001 - see placement
+                applied = node_count(interp) if delegates_ else 0
                 interp.allocate_tensors()
         except LITERT_ERRORS as exc:
             raise ModelLoadError(

@@ -44,7 +44,7 @@ from delegates._libraries import find_library, searched_dirs
 from delegates._native_capture import capture_native_stderr
 from delegates._probe_models import tflite_probe
 from delegates.base import Delegate, force_fp32_flag
-from delegates.litert import LiteRTDelegate, import_interpreter, interpreter_placement
+from delegates.litert import LiteRTDelegate, import_interpreter, interpreter_placement, node_count
 from delegates.errors import DelegateUnavailable
 from scheduler.errors import ConfigError
 
@@ -137,7 +137,7 @@ class ExternalDelegate(LiteRTDelegate):
             try:
                 delegate = self._load()
                 interp = interpreter.Interpreter(model_content=tflite_probe(), experimental_delegates=[delegate])
-                applied = interp._interpreter.NumNodes()  # noqa: SLF001 - see interpreter_placement
+                applied = node_count(interp)
                 interp.allocate_tensors()
                 placed = interpreter_placement(interp, [(self.engine, applied)])
                 err: Exception | None = None

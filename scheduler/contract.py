@@ -1,6 +1,6 @@
 """The driver contract, once: what a policy's decision means to whatever runs it, applied here.
 
-Two drivers run the same policies: the live runtime (``edgert/_core/_decide.py``) and
+Two drivers run the same policies: the live runtime (``edgert/_core/_run.py``'s ``Decider``) and
 the simulator (``scheduler/sim/driver.py``). Both apply a decision with :func:`apply`, sweep what
 it left with :func:`sweep_unplaced` and show a processor with :func:`processor_view`; each gives
 them its requests and processors through the :class:`Driver` interface (a processor is idle when

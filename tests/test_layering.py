@@ -179,7 +179,11 @@ def test_the_cycle_finder_finds_a_cycle():
 #: Private attributes of ONNX Runtime and CPython that the product must not touch, read as an attribute or named
 #: in a string (``getattr(x, "_sess")``): ``InferenceSession._sess``, ``Future._done_callbacks`` (and, below,
 #: ``subprocess._active``: a name common enough to be checked on its module only).
-PRIVATE_ATTRIBUTES = frozenset({"_sess", "_done_callbacks"})
+PRIVATE_ATTRIBUTES = frozenset({"_sess", "_done_callbacks", "_interpreter"})
+#: The one documented exception, file -> private attribute: LiteRT's ``Interpreter._interpreter``, read in one place
+#: (``delegates.litert.NATIVE_INTERPRETER``: no public API lists which delegate took which node; without it
+#: placement is empty and the coverage check is skipped).
+PRIVATE_EXCEPTIONS = {"delegates/litert.py": "_interpreter"}
 #: Calls that start a process, looked for in a function registered with ``atexit``.
 SPAWNS = frozenset({"Popen", "run", "call", "check_call", "check_output", "fork", "forkpty", "system", "Process",
                     "posix_spawn", "posix_spawnp", "spawnl", "spawnle", "spawnlp", "spawnv", "spawnve", "spawnvp",
@@ -248,7 +252,18 @@ def test_the_product_uses_no_private_api_and_starts_no_process_at_exit():
     at_exit = {name for p in _product_files() for name in registered_at_exit(p.read_text())}
     found = [f"{p.relative_to(ROOT)}:{hit}" for p in _product_files()
              for hit in private_api_uses(p.read_text(), p.is_relative_to(ROOT / "edgert" / "cli"), at_exit)]
-    assert found == []
+    excepted = [f for f in found if f.endswith(f"private attribute named {PRIVATE_EXCEPTIONS.get(f.split(':')[0])!r}")]
+    assert len(excepted) <= len(PRIVATE_EXCEPTIONS), excepted   # the exception is read in one place, by name
+    assert [f for f in found if f not in excepted] == []
+
+
+def test_litert_private_interpreter_is_the_one_exception_and_is_caught_elsewhere():
+    """``Interpreter._interpreter`` anywhere but its one documented place is caught, read or named."""
+    assert private_api_uses("n = interp._interpreter.NumNodes()")
+    assert private_api_uses("raw = getattr(interp, '_interpreter', None)")
+    from delegates import litert
+
+    assert litert.NATIVE_INTERPRETER == "_interpreter"
 
 
 @pytest.mark.parametrize("snippet", [

@@ -1,48 +1,33 @@
-"""A request's life in the live runtime, top to bottom: admit, decide, run, end, resolve.
+"""A request's life in the live runtime: admitted, decided, queued, run, ended, resolved.
 
-:class:`edgert.Runtime` holds one :class:`Dispatcher`; every :class:`edgert.Model` call enters it.
+:class:`edgert.Runtime` holds one :class:`Dispatcher`; every :class:`edgert.Model` call enters it. Read it top to
+bottom; each section is one step of a request's life, in order:
 
-1. **admit** (:meth:`Dispatcher.call`, :meth:`Dispatcher.submit` -> ``_admit``): the inputs are validated
-   (:meth:`~edgert._core._model.LoadedModel.feeds`, the one check for every entry point), and the request is
-   pending with its deadline (its frame's, its parent's, or arrival + the model's SLO).
-2. **decide** (:class:`Decider`): the policy's decision over the pending requests and the workers, applied as
-   :mod:`scheduler.contract` says (as the simulator applies it). A sync call's lone request with every worker
-   idle is decided by :meth:`Decider.lone`, which lets the caller run it itself.
-3. **queue**: a :class:`Worker`'s FIFO queue; the worker's thread (``Dispatcher._loop``) starts its head when
-   it has a free slot (:meth:`Worker.start`, the one start transition).
-4. **run** (``Dispatcher._run``): the delegate runs it outside the lock; then, under it, its latency goes
-   into the estimator (``_observe``) and it ends ok or late, or it is placed again after an accelerator
-   fault (``_replace_locked``), or it fails.
-5. **end** (:class:`Ends`): every request ends once, as one record and (unless a sync caller takes its
-   outputs straight back) one :class:`~edgert._core._result.Result`, resolved outside the lock by the thread
-   that ended it or by the resolver thread (**the hand-off**, below).
-
-One lock guards all of it. A thread that ends requests under it takes them (:meth:`Ends.take`) before it
-releases the lock, and resolves them after (:func:`resolve`), so that a completion callback may submit the
-next stage of a cascade.
-
-The hand-off. Three kinds of thread end requests:
-
-* **a caller's thread.** A sync call whose request every idle worker let it run runs it inline and takes the
-  outputs straight back (no Result is made: nothing else would read it). A submit whose request is dropped at
-  once resolves it there.
-* **a worker's thread.** It runs a request, ends it, and starts its next. When resolving cannot submit work
-  (:func:`quiet`: no ``then=`` stages, no completion callback), it starts that next run first and hands the
-  ended request to the :class:`ResolverThread` (a :class:`Handed`), which does the bookkeeping, resolves it,
-  and makes the decision the completion left while the next run executes: the processor's idle gap between
-  two runs is then the bookkeeping only. With nothing queued or pending (no next run, no decision) it resolves
-  on its own thread: a hand-off would only add a thread switch before the waiting caller wakes. Otherwise it
-  resolves on its own thread before the freed processor is decided on, so that the cascade's next stage is
+* **the request** (:class:`Request`): what the runtime holds of it from admission to resolution.
+* **admit, decide, run, end** (:class:`Dispatcher`): :meth:`~Dispatcher.call` and :meth:`~Dispatcher.submit`
+  check the inputs and admit the request pending with its deadline (its frame's, its parent's, or arrival + the
+  model's SLO); the policy decides (:class:`Decider`); a worker's thread runs it outside the lock and ends it
+  (``Dispatcher._run``), or a sync caller runs it on its own thread (``Dispatcher._run_inline``) when every
+  idle worker lets it.
+* **decide** (:class:`Decider`): the policy's decision over the pending requests and the workers, applied as
+  :mod:`scheduler.contract` says (as the simulator applies it).
+* **queue** (:class:`Worker`): a FIFO queue per worker; :meth:`Worker.start` is the one start transition.
+* **end** (:class:`Ends`): every request ends once, as one record and (unless a sync caller takes its outputs
+  straight back) one :class:`~edgert._core._result.Result`.
+* **resolve** (:class:`Ending`, :func:`resolve`, the hand-off): one lock guards all of it. ``with ending:``
+  holds it, and on leaving takes what ended (:meth:`Ending.take_locked`, the one place) and resolves it
+  outside the lock, so a completion callback may submit the next stage of a cascade. A worker whose ended
+  request cannot submit work (:func:`quiet`) starts its next run first and hands the rest to the
+  :class:`ResolverThread` (a :class:`Handed`): the processor's idle gap between two runs is the bookkeeping
+  only. With nothing queued or pending it resolves on its own thread (a hand-off would only add a thread
+  switch); otherwise it resolves before the freed processor is decided on, so the cascade's next stage is
   pending for that decision.
-* **the resolver thread**, as above.
 
-The GIL. A ``submit`` that wakes an idle worker would otherwise keep the GIL: the caller usually goes on
-running Python (the next submit, its own frame work), and the woken worker waits for the caller to block or
-for CPython's switch interval (5 ms), its processor idle with work queued (``benchmarks/handoff.py``).
-:func:`wait_started` naps until that worker has started the request (typically ~0.1 ms, at most
-:data:`HANDOFF_WAIT_MS`). :func:`nap` is the one nap a burst's submit loop takes when a run should already
-have ended: its worker is back from the delegate and waiting for the GIL to finish it (measured on a 1.4 ms
-CNN: runs during a burst's submit loop took ~5 ms each without it, ``benchmarks/serving.py``).
+The GIL. A ``submit`` that wakes an idle worker would otherwise keep the GIL while the caller goes on running
+Python, its worker's processor idle with work queued (``benchmarks/handoff.py``): :func:`wait_started` naps
+until that worker has started (typically ~0.1 ms, at most :data:`HANDOFF_WAIT_MS`). :func:`nap` is the one
+nap a burst's submit loop takes when a run should already have ended: its worker is back from the delegate
+and waiting for the GIL to finish it (``benchmarks/serving.py``).
 """
 
 from __future__ import annotations
@@ -103,14 +88,14 @@ HANDOFF_NAP_S = 1e-5
 bug_log = logging.getLogger("edgert.bug")
 
 
-# --- the request ---------------------------------------------------------------------------------------------
+# --- the request ----------------------------------------------------------------------------------------------
 
 class Request:
     """One request in flight (internal): owned by the dispatcher from admission to resolution, held by its
     ``pending`` map until placed, then by a worker's queue. Mutated only under the runtime lock."""
 
     __slots__ = ("id", "model", "feeds", "arrival_ms", "deadline_ms", "view", "future",
-                 "worker", "start_ms", "_key", "attempts", "frame", "result", "outputs", "watch", "parent_id")
+                 "worker", "start_ms", "_key", "attempts", "frame", "result", "watch", "parent_id")
 
     def __init__(self, rid: int, model: LoadedModel, feeds: list[np.ndarray], arrival_ms: float,
                  deadline_ms: float, view: RequestView, key: str | None, frame: int = -1) -> None:
@@ -122,9 +107,9 @@ class Request:
         self.view = view
         #: Created only when someone waits (submit, or a sync call that did not run inline).
         self.future: Future[Result] | None = None
+        #: Where its result lands when it ends (:func:`resolve`; the future, if any, is given the same). A sync
+        #: caller's request that ran ok or late on the caller's thread makes none: its outputs go straight back.
         self.result: Result | None = None
-        #: A sync caller's request that ran on its thread ok or late: its outputs, and no Result (see ``_ran_locked``).
-        self.outputs: dict[str, np.ndarray] | None = None
         self.worker: Worker | None = None
         self.start_ms = math.nan
         self._key = key   # None: its default, made when asked (a sync call's request seldom is)
@@ -167,7 +152,7 @@ class WatchedFuture(Future["Result"]):
         self._watched = True
         super().add_done_callback(fn)
 
-# --- 1. admit, 3. queue, 4. run: the dispatcher --------------------------------------------------------------
+# --- the dispatcher: admit, decide, run, end ---------------------------------------------------------------
 
 class Dispatcher:
     """Owns every request from admission to resolution (see the module doc), and the runtime clock.
@@ -184,8 +169,9 @@ class Dispatcher:
         self.estimator = estimator
         self.trace = trace
         self.ends = Ends(self._lock)
+        #: ``with self._ending:`` holds the lock and resolves what ended meanwhile once it is released
+        self._ending = Ending(self._lock, self.ends, trace)
         self.decider = Decider(policy, estimator, self.ends)
-        self._pending = self.decider.pending   # (the decider's map: admission adds to it)
         self.workers: list[Worker] = []
         self.models: dict[str, LoadedModel] = {}   # Runtime.load adds them
         self.unmeasured: set[tuple[str, str]] = set()   # (model, processor) pairs seeded with no measurement
@@ -250,7 +236,7 @@ class Dispatcher:
         lock held)."""
         exp = self.estimator.expected_ms
         work = [Work(self.fastest_ms(r.model.name), r.deadline_ms, r.view.priority, False)
-                for r in self._pending.values()]
+                for r in self.decider.pending.values()]
         for w in self.workers:
             if w.kind == "cloud":
                 continue
@@ -280,7 +266,7 @@ class Dispatcher:
         vals = [v for w in self.workers if (v := exp(model, w.name)) is not None]
         return min(vals) if vals else unknown_ms
 
-    # -- 1. admit ---------------------------------------------------------------------------
+    # -- admit ---------------------------------------------------------------------------
     def checked(self, m: LoadedModel, inputs: Any, after: Any = None) -> tuple[list[np.ndarray], Result | None]:
         """Every entry point's one check, before anything is queued: ``inputs`` as arrays in ``m``'s input order
         (:meth:`~edgert._core._model.LoadedModel.feeds`), the cascade parent ``after`` (a Result, a Future of one,
@@ -299,53 +285,49 @@ class Dispatcher:
     def call(self, m: LoadedModel, inputs: Any) -> dict[str, np.ndarray]:
         """A sync call: the outputs of a request of ``m`` on ``inputs`` (ok or late), or its error raised."""
         feeds, _ = self.checked(m, inputs)
-        with self._lock:
+        with self._ending:
             now = self.now_ms()
             req = self._admit_locked(m, feeds, None, now)
-            if not self._taken_locked(req, now):
-                inline = False
-            elif len(self._pending) == 1 and self.decider.all_idle(now):
-                inline = self.decider.lone(req, now)
-            else:
-                self.decider.decide(now, wake=False)
-                w = req.worker   # placed at the head of a free worker's queue: this thread runs it
-                inline = bool(w is not None and w.inline_ok and w.queue and w.queue[0] is req and w.has_free_slot())
-                if inline:
-                    assert w is not None   # (inline says so)
-                    w.start_next(now)
-                self.decider.wake()   # after taking what it runs: a worker woken for nothing costs this thread the GIL
-            if not inline and req.result is None:
+            inline = self._taken_locked(req, now) and self._decide_sync_locked(req, now)
+            if not inline:
                 req.future = WatchedFuture()
-            done = self.ends.take() if self.ends.results else None
-        if done:
-            resolve(done, self.trace)
         if inline:
-            self._run(req.worker, req)   # type: ignore[arg-type]  # set when inline
-            if req.outputs is not None:
-                return req.outputs
-        return unwrap(req.result if req.result is not None else req.future.result())  # type: ignore[union-attr]
+            outputs = self._run_inline(req.worker, req)   # type: ignore[arg-type]  # set when inline
+            if outputs is not None:
+                return outputs
+        if req.result is None:
+            req.future.result()   # type: ignore[union-attr]  # (it waits until the request ends)
+        return unwrap(req.result)   # type: ignore[arg-type]  # set by resolve
+
+    def _decide_sync_locked(self, req: Request, now: float) -> bool:
+        """Decide on a sync caller's request: True when it was placed at the head of a free worker that lets the
+        caller run it (started now, on the caller's thread)."""
+        if len(self.decider.pending) == 1 and self.decider.all_idle(now):
+            return self.decider.lone(req, now)
+        self.decider.decide(now, wake=False)
+        w = req.worker
+        inline = bool(w is not None and w.inline_ok and w.queue and w.queue[0] is req and w.has_free_slot())
+        if inline:
+            w.start_next(now)   # type: ignore[union-attr]  # (inline says so)
+        self.decider.wake()   # after taking what it runs: a worker woken for nothing costs this thread the GIL
+        return inline
 
     def submit(self, m: LoadedModel, inputs: Any, after: Any = None) -> Future[Result]:
         """Queue a request of ``m`` on ``inputs``; ``after``: its cascade parent (Result / Future, or None)."""
         feeds, parent = self.checked(m, inputs, after)
-        with self._lock:
+        with self._ending:
             now = self.now_ms()
             req = self._admit_locked(m, feeds, parent, now)
             fut = req.future = WatchedFuture()
             if self._stopping:   # a cascade stage submitted by a callback while closing: dropped, not raised
-                del self._pending[req.id]
+                del self.decider.pending[req.id]
                 self.ends.drop(req, "the runtime closed before it ran", now)
-            elif not self._taken_locked(req, now):
-                pass
-            else:
+            elif self._taken_locked(req, now):
                 self.decider.decide(now)
             w = req.worker   # handed to a thread waiting for work (not this worker's own next stage)?
             handed = bool(w is not None and w.queue and w.queue[0] is req and w.has_free_slot()
                           and threading.current_thread() not in w.threads)
             overdue = not handed and overdue_run(self.workers, self.estimator, now)
-            done = self.ends.take() if self.ends.results else None
-        if done:
-            resolve(done, self.trace)
         if overdue:
             nap()
         if handed:
@@ -358,7 +340,7 @@ class Dispatcher:
         watch = req.watch
         if watch is None or watch.taken:
             return True
-        del self._pending[req.id]
+        del self.decider.pending[req.id]
         self.ends.drop(req, watch.drop_reason, now)
         return False
 
@@ -393,13 +375,13 @@ class Dispatcher:
         req = Request(rid, m, feeds, now, deadline, view, key, frame)
         if f is not None and f.watch is not None:
             f.watch.opened(req, parent.id if parent is not None else None)
-        self._pending[rid] = req
+        self.decider.pending[rid] = req
         self.ends.inflight += 1
         if self.trace is not None:
             self.trace.request(t_trace, m.name, deadline, req.trace_id, after_key, priority, frame)
         return req
 
-    # -- 3. queue, 4. run -------------------------------------------------------------------
+    # -- run ---------------------------------------------------------------------------------
     def _loop(self, w: Worker) -> None:
         """A worker's thread: start its queue's head when it has a free slot, run it (at its level's OS priority,
         :mod:`edgert._core._thread_priority`), repeat until stopped."""
@@ -414,67 +396,71 @@ class Dispatcher:
                         w.cond.wait()
                     req = w.start_next(self.now_ms())
             nice.run_at(req.view.priority)
-            req = self._run(w, req, chain=True)
+            req = self._run(w, req)
 
-    def _run(self, w: Worker, req: Request, chain: bool = False) -> Request | None:
-        """Run ``req`` on ``w`` and end it (or place it again). With ``chain`` (``w``'s own thread), when resolving
-        cannot submit work, the next run starts first and is returned, already running, for this thread to run
-        next, while the resolver thread does the rest (the hand-off, in the module doc)."""
-        outs: list[np.ndarray] | None = None
-        err: EdgeRTError | None = None
-        delegate = ""
-        try:   # the delegate runs it, outside the lock
-            outs, delegate = w.execute(req)
-        except EdgeRTError as exc:
-            err = exc
-        except Exception as exc:  # noqa: BLE001 - not a backend error (sessions map those): a bug, logged
-            bug_log.error("%s raised running %r (request %d)", w.name, req.model.name, req.id, exc_info=exc)
-            err = EdgeRTError(f"{w.name} raised {exc!r} running {req.model.name!r} (a bug: see the edgert.bug log)")
-            err.__cause__ = exc
-        with self._lock:
+    def _run(self, w: Worker, req: Request) -> Request | None:
+        """On ``w``'s thread: run ``req`` and end it (or place it again); the request this thread runs next, already
+        started, when resolving cannot submit work (the hand-off, in the module doc), else None."""
+        outs, delegate, err = execute(w, req)
+        with self._ending:
             end = self.now_ms()
             w.running.remove(req)
-            if chain and err is None and w.queue and w.capacity == 1 and self._resolver is not None and quiet(req):
+            if err is None and w.queue and w.capacity == 1 and self._resolver is not None and quiet(req):
                 # its next request was queued ahead: it starts now; this one's end waits for the resolver thread
                 nxt = w.start_next(end)
-                self._resolver.hand(Handed([], decide_for=w, ran=Ran(w, req, outs, delegate, end)))  # type: ignore[arg-type]
+                ran = Ran(w, req, outs, delegate, end)  # type: ignore[arg-type]  # (err is None: outs is set)
+                self._resolver.hand(Handed([], decide_for=w, ran=ran))
                 return nxt
-            if w.queue:
-                w.cond.notify()
-            if err is None:   # a sync caller's request run on its thread, untraced: it wants the outputs only
-                made = chain or req.future is not None or self.trace is not None
-                outputs = self._ran_locked(w, req, outs, delegate, end, made)  # type: ignore[arg-type]  # set
-                if not made:
-                    req.outputs = outputs
-            elif not self._replace_locked(w, req, end):
-                self.ends.fail(req, err, end)
-            if chain and self._resolver is not None and (w.queue or self._pending) and all(
+            self._end_run_locked(w, req, outs, delegate, err, end, make_result=True)
+            if self._resolver is not None and (w.queue or self.decider.pending) and all(
                     quiet(r) for r, _ in self.ends.results):   # (with neither, a hand-off is a thread switch only)
                 return self._next_locked(w)
-            done = self.ends.take() if self.ends.results else None
-        # Resolve first: completion callbacks submit the next cascade stages, which must be
+        # Resolved first (leaving the block): completion callbacks submit the next cascade stages, which must be
         # pending when the freed processor is next decided on (else older work takes it).
-        if done:
-            resolve(done, self.trace)
-        if self._pending:  # unlocked peek is safe: whoever adds to pending decides itself
-            with self._lock:
-                self.decider.decide(self.now_ms())
-                done = self.ends.take() if self.ends.results else None
-            if done:
-                resolve(done, self.trace)
+        self._decide_freed()
         return None
+
+    def _run_inline(self, w: Worker, req: Request) -> dict[str, np.ndarray] | None:
+        """On a sync caller's thread: run ``req`` and end it; its outputs when it ran ok or late and nothing else
+        reads its result (no trace, no future), else None (its result, or its re-run's, lands in ``req.result``)."""
+        outs, delegate, err = execute(w, req)
+        with self._ending:
+            end = self.now_ms()
+            w.running.remove(req)
+            made = req.future is not None or self.trace is not None
+            outputs = self._end_run_locked(w, req, outs, delegate, err, end, make_result=made)
+        self._decide_freed()
+        return None if made else outputs
+
+    def _end_run_locked(self, w: Worker, req: Request, outs: list[np.ndarray] | None, delegate: str,
+                        err: EdgeRTError | None, end: float, make_result: bool) -> dict[str, np.ndarray] | None:
+        """``req`` came back from ``w`` at ``end``: it ended ok or late (its outputs returned), or it is placed again
+        after an accelerator fault, or it failed with ``err``. ``w`` is notified when it has more queued."""
+        if w.queue:
+            w.cond.notify()
+        if err is None:
+            return self._ran_locked(w, req, outs, delegate, end, make_result)  # type: ignore[arg-type]  # set
+        if not self._replace_locked(w, req, end):
+            self.ends.fail(req, err, end)
+        return None
+
+    def _decide_freed(self) -> None:
+        """After a run ended and what ended was resolved: decide on what is pending, for the freed worker."""
+        if self.decider.pending:  # unlocked peek is safe: whoever adds to pending decides itself
+            with self._ending:
+                self.decider.decide(self.now_ms())
 
     def _next_locked(self, w: Worker) -> Request | None:
         """On ``w``'s thread after a run whose ends are quiet: start its next request now, and hand what ended
         and the decision to the resolver thread. A request already queued ahead starts first, and the decision
         waits for the resolver; else the decision is made here, first."""
+        pending = self.decider.pending
         queued = bool(w.queue)
-        if self._pending and not queued:
+        if pending and not queued:
             self.decider.decide(self.now_ms())
         started = w.start_next(self.now_ms()) if w.queue and w.has_free_slot() else None
-        decide = queued and bool(self._pending) or (
-            started is not None and w.capacity == 1 and len(self._pending) >= AHEAD_PENDING)
-        done = self.ends.take()
+        decide = queued and bool(pending) or (started is not None and w.capacity == 1 and len(pending) >= AHEAD_PENDING)
+        done = self._ending.take_locked()
         if done or decide:
             assert self._resolver is not None   # (the caller checked)
             self._resolver.hand(Handed(done, w if decide else None))   # under the lock: before close's end mark
@@ -487,27 +473,22 @@ class Dispatcher:
         request the policy would start on each is queued ahead and its next completion starts that one with no
         decision between the two runs (a burst's decision over hundreds pending took 60-80 µs between
         1.3 ms runs); one decision serves every worker it finds so."""
-        done = item.done
         if item.ran is not None:
             r = item.ran
-            with self._lock:
+            with self._ending:
                 self._ran_locked(r.worker, r.req, r.outputs, r.delegate, r.end_ms, True)
-                done = done + self.ends.take()
-        if done:
-            resolve(done, self.trace)
+        if item.done:
+            resolve(item.done, self.trace)
         if item.decide_for is None:
             return
-        with self._lock:
+        with self._ending:
             now = self.now_ms()
-            burst = len(self._pending) >= AHEAD_PENDING
+            burst = len(self.decider.pending) >= AHEAD_PENDING
             ahead = tuple([v for v in self.workers if v.running and not v.queue and v.capacity == 1
                            and now >= v.unhealthy_until_ms]) if burst else ()
             if burst and not ahead and all(v.queue or not v.has_free_slot() for v in self.workers):
                 return   # every worker runs with its next queued: nothing could start; the next completion decides
             self.decider.decide(now, ahead=ahead)
-            done = self.ends.take()
-        if done:
-            resolve(done, self.trace)
 
     def _ran_locked(self, w: Worker, req: Request, outs: list[np.ndarray], delegate: str, end: float,
                     make_result: bool) -> dict[str, np.ndarray]:
@@ -552,34 +533,32 @@ class Dispatcher:
         req.worker = None
         if req.future is None:   # a sync caller's request it ran on its own thread: the caller waits for the re-run
             req.future = WatchedFuture()
-        self._pending[req.id] = req
+        self.decider.pending[req.id] = req
         while w.queue:   # given to it ahead: decided again, elsewhere
             queued = w.queue.popleft()
             queued.worker = None
-            self._pending[queued.id] = queued
+            self.decider.pending[queued.id] = queued
         return True
 
     # -- closing -----------------------------------------------------------------------------
     def close(self, timeout_s: float) -> None:
         """Finish in-flight requests (up to ``timeout_s``), drop what is left, stop the workers and the resolver
         thread, close the trace."""
-        with self._lock:
+        with self._ending:
             if self._stopping:
                 return
             self.ends.closing = True
             self.ends.wait_idle(timeout_s)
             now = self.now_ms()
-            for req in list(self._pending.values()):
+            for req in list(self.decider.pending.values()):
                 self.ends.drop(req, "the runtime closed before it ran", now)
-            self._pending.clear()
+            self.decider.pending.clear()
             for w in self.workers:
                 while w.queue:
                     self.ends.drop(w.queue.popleft(), "the runtime closed before it ran", now)
             self._stopping = True
             for w in self.workers:
                 w.cond.notify_all()
-            done = self.ends.take()
-        resolve(done, self.trace)
         for w in self.workers:
             for t in w.threads:
                 t.join(timeout=5.0)
@@ -593,7 +572,7 @@ class Dispatcher:
         if self.trace is not None:
             self.trace.close()
 
-# --- 2. decide -----------------------------------------------------------------------------------------------
+# --- decide ------------------------------------------------------------------------------------------------
 
 class Decider:
     """The policy's decisions over the pending requests, applied to the workers (see the module doc).
@@ -730,7 +709,7 @@ class Decider:
         unhealthy = [w.name for w in able if now_ms < w.unhealthy_until_ms]
         return f"its processors {unhealthy} are unhealthy after a fault" if unhealthy else left_unplaced(self.policy_name)
 
-# --- 3. the workers and their queues -------------------------------------------------------------------------
+# --- queue: the workers --------------------------------------------------------------------------
 
 class Worker:
     """One processor (``cpu0``, ``gpu``, ``npu`` …) and its delegates, queue and sessions.
@@ -780,6 +759,7 @@ class Worker:
         delegate, session = self.sessions[req.model.name]
         return session.run(req.feeds), delegate.name
 
+
     # -- state (call under the lock) ----------------------------------------------------
     def has_free_slot(self) -> bool:
         """True when it can start another invocation now."""
@@ -805,6 +785,21 @@ class Worker:
         for _, s in self.sessions.values():
             s.close()
         self.sessions.clear()
+
+
+def execute(w: Worker, req: Request) -> tuple[list[np.ndarray] | None, str, EdgeRTError | None]:
+    """Run ``req`` on ``w``, outside the lock: ``(outputs, delegate name, None)``, or ``(None, "", error)`` when it
+    raised (a backend's error as it is; anything else is a bug of ours, logged and wrapped)."""
+    try:
+        outs, delegate = w.execute(req)
+        return outs, delegate, None
+    except EdgeRTError as exc:
+        return None, "", exc
+    except Exception as exc:  # noqa: BLE001 - not a backend error (sessions map those): a bug, logged
+        bug_log.error("%s raised running %r (request %d)", w.name, req.model.name, req.id, exc_info=exc)
+        err = EdgeRTError(f"{w.name} raised {exc!r} running {req.model.name!r} (a bug: see the edgert.bug log)")
+        err.__cause__ = exc
+        return None, "", err
 
 
 def make_workers(delegates: list[Delegate], cpu_workers: int | None, lock: threading.Lock,
@@ -850,7 +845,7 @@ def cores() -> int:
     except AttributeError:  # pragma: no cover - macOS
         return os.cpu_count() or 1
 
-# --- 5. end --------------------------------------------------------------------------------------------------
+# --- end ---------------------------------------------------------------------------------------------------
 
 class Ends:
     """Ends requests under the runtime's lock: one row each, counted into the per-model stats in batches of
@@ -906,7 +901,7 @@ class Ends:
         self.complete(req, res, res.processor, now_ms)
 
     def take(self) -> list[tuple[Request, Result]]:
-        """The Results collected since the last take: the caller resolves them once it has released the lock."""
+        """The Results collected since the last take (only :meth:`Ending.take_locked` takes them)."""
         done = self.results
         self.results = []
         return done
@@ -926,7 +921,41 @@ class Ends:
         while self.inflight and time.monotonic() < until:
             self._idle.wait(timeout=max(0.0, until - time.monotonic()))
 
-# --- the hand-off --------------------------------------------------------------------------------------------
+# --- resolve, and the hand-off --------------------------------------------------------------------------------------------
+
+class Ending:
+    """``with ending:`` holds the runtime's lock; leaving it, the requests that ended meanwhile are taken
+    (:meth:`take_locked`, the one place that takes them) and resolved once the lock is released (:func:`resolve`),
+    so that a completion callback may submit the next stage of a cascade. The hand-off takes them with
+    :meth:`take_locked` too, for the resolver thread. It holds no state of one use: threads share one.
+
+    Args:
+        lock: the runtime's lock.
+        ends: where requests end.
+        trace: where each outcome goes as it is resolved (None: nowhere).
+    """
+
+    __slots__ = ("ends", "lock", "trace")
+
+    def __init__(self, lock: threading.Lock, ends: Ends, trace: TraceWriter | None) -> None:
+        self.lock = lock
+        self.ends = ends
+        self.trace = trace
+
+    def __enter__(self) -> None:
+        self.lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        done = self.take_locked()
+        self.lock.release()
+        if done:
+            resolve(done, self.trace)
+
+    def take_locked(self) -> list[tuple[Request, Result]]:
+        """The requests ended since the last take, with their Results (the lock held)."""
+        ends = self.ends
+        return ends.take() if ends.results else []
+
 
 def resolve(done: Iterable[tuple[Request, Result]], trace: TraceWriter | None) -> None:
     """Hand each terminal result to its request and future, and its outcome to ``trace`` (if any).

@@ -16,8 +16,11 @@ run's and a second table compares live and replay per model.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -173,10 +176,28 @@ def _run_with_progress(cfg: Any, run_simulation: Any) -> Any:
             est_requests = Path(cfg.trace).stat().st_size / 80   # ~80 bytes a line
         except OSError:
             est_requests = 0.0
-    if est_requests < PROGRESS_MIN_REQUESTS:
-        return run_simulation(cfg)
-    with Progress("simulating") as bar:
-        return run_simulation(cfg, progress=bar.update)
+    with collector_paused():
+        if est_requests < PROGRESS_MIN_REQUESTS:
+            return run_simulation(cfg)
+        with Progress("simulating") as bar:
+            return run_simulation(cfg, progress=bar.update)
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for a simulated run, on again after (if it was on).
+
+    A run allocates ~10 small objects per request and frees few of them until its end, so the collector would
+    rescan the growing heap again and again (a third of the run's time) for no garbage. The command line owns
+    its process, so it may pause the collector; ``run_simulation``, a library function, leaves it alone (a
+    sweep's worker pauses it too: ``edgert/sweep/_cell.py``)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _config_json(cfg: Any) -> dict[str, Any]:

@@ -8,6 +8,7 @@ as text, so one bad cell does not stop a sweep.
 
 from __future__ import annotations
 
+import gc
 import tempfile
 import time
 import traceback
@@ -123,7 +124,13 @@ def _simulate(cell: Cell, per_model: bool) -> tuple[dict[str, Any], ...]:
                      scheduler=cell.scheduler, objective=cell.objective, load=cell.load,
                      duration_s=cell.duration_s, seed=cell.seed, burst=cell.burst, live=live,
                      streams=cell.streams, priority=cell.priority)
-    summary = run_simulation(cfg).summary()
+    was_enabled = gc.isenabled()
+    gc.disable()   # a worker owns its process: the collector off for the run, as the CLI does (collector_paused)
+    try:
+        summary = run_simulation(cfg).summary()
+    finally:
+        if was_enabled:
+            gc.enable()
     rows = [figures(summary, FIGURES)]
     if per_model:
         rows += [{"model": name, **figures(m, MODEL_FIGURES)} for name, m in summary["per_model"].items()]

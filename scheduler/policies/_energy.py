@@ -13,7 +13,7 @@ faster one.
 :class:`HeatWatch` keeps the policy's own estimate of the device's
 temperature (the profile's lumped RC model, fed with the power its view
 implies: baseline and idle, plus each busy processor's power above idle) and
-looks ahead with :meth:`~scheduler.sim.thermal.ThermalModel.time_to_severity`:
+looks ahead with :meth:`~scheduler.thermal.ThermalModel.time_to_severity`:
 when the next throttling level is due within ``horizon_ms`` at the current
 power, or the device is throttled already, the choice turns frugal (the
 ``"energy"`` headroom, and any saving counts) so the power falls before the
@@ -62,7 +62,7 @@ class EnergyTable:
     @classmethod
     def from_profile(cls, profile: DeviceProfile) -> EnergyTable | None:
         """The table of ``profile``'s ``power`` / ``energy_mj`` / ``thermal`` sections; None without figures."""
-        from scheduler.sim.energy import EnergyModel
+        from scheduler.energy import EnergyModel
 
         em = EnergyModel(profile)
         if not em.has_figures:
@@ -88,7 +88,7 @@ class HeatWatch:
     __slots__ = ("_above", "_next_c", "_power", "horizon_ms", "hot", "model")
 
     def __init__(self, table: EnergyTable, horizon_ms: float) -> None:
-        from scheduler.sim.thermal import ThermalModel
+        from scheduler.thermal import ThermalModel
 
         assert table.thermal is not None
         self.model = ThermalModel(table.thermal)

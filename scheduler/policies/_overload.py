@@ -187,12 +187,12 @@ class OverloadPlan:
         A request without a deadline is best-effort: it can never be late, so it is neither
         counted in the demand the plan guards nor offloaded or shed (always LOCAL).
         """
-        rid, m, arrival, deadline, _, _, down, _, _ = req   # one unpack: cheaper than six field reads, per request
+        rid, m, deadline = req.id, req.model, req.deadline_ms
         if deadline == math.inf:
             self.fates[rid] = LOCAL
             return LOCAL
         self._streams.see(req)
-        budget = deadline - down - arrival
+        budget = deadline - req.downstream_ms - req.arrival_ms
         old = self._budget.get(m)
         self._budget[m] = budget if old is None else old + _BUDGET_ALPHA * (budget - old)
         fate = LOCAL

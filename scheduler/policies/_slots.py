@@ -9,7 +9,7 @@ consistent, so the policy's main loop stays one pass. Times are ms.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from scheduler.types import Assignment, LatencyModel, ProcessorView, RequestView
 
@@ -20,38 +20,102 @@ _SLOWER = 4.0
 BEHIND_REASON = "cannot meet its deadline behind the work queued ahead of it"
 
 
-class Processors(NamedTuple):
+class Processors:
     """The available processors as one decision sees them, by index (the profile's order)."""
 
-    names: list[str]
-    #: when each can start one more request (ms), counting the claims of the decision so far
-    ready: list[float]
-    is_cloud: list[bool]
-    #: idle slots of a multi-slot processor (the cloud), 0 otherwise
-    free: list[int]
-    slots: list[int]
-    local: list[str]
-    cloud_name: str | None
-    cloud_slots: int
+    __slots__ = ("cloud_name", "cloud_slots", "free", "is_cloud", "local", "names", "ready", "slots")
+
+    def __init__(self, names: list[str], ready: list[float], is_cloud: list[bool], free: list[int],
+                 slots: list[int], local: list[str], cloud_name: str | None, cloud_slots: int) -> None:
+        self.names = names
+        #: when each can start one more request (ms), counting the claims of the decision so far
+        self.ready = ready
+        self.is_cloud = is_cloud
+        #: idle slots of a multi-slot processor (the cloud), 0 otherwise
+        self.free = free
+        self.slots = slots
+        #: the local processors' names
+        self.local = local
+        self.cloud_name = cloud_name
+        self.cloud_slots = cloud_slots
+
+    def at(self, now_ms: float) -> Processors:
+        """A copy of this table of idle processors at ``now_ms``: each is ready now (the counts are copied:
+        a decision counts them down)."""
+        return Processors(self.names, [now_ms] * len(self.names), self.is_cloud, self.free[:], self.slots,
+                          self.local, self.cloud_name, self.cloud_slots)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Processors) and all(getattr(self, a) == getattr(other, a) for a in self.__slots__)
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return "Processors(" + ", ".join(f"{a}={getattr(self, a)!r}" for a in self.__slots__) + ")"
 
 
-class Work(NamedTuple):
-    """One decision's working state, shared with the slot moves of :mod:`~scheduler.policies._slots`."""
+class Candidates:
+    """Where one request would finish on the processors that run it, after the claims of more urgent requests
+    of this decision (ms; a processor is an index into :class:`Processors`, -1 for none). One instance serves
+    a whole decision: :meth:`find` fills it for each request in turn."""
 
-    #: each processor's ready time without this decision's claims (ms)
-    base: list[float]
-    #: the assignments so far
-    out: list[Assignment]
-    #: stream -> (index in out, or -1 for a claim; processor index; expected finish; request); None: no supersede
-    placed: dict[str, tuple[int, int, float, RequestView]] | None
-    #: per local processor: the request it was last given in this decision and its start (ms)
-    last: list[RequestView | None]
-    last_start: list[float]
-    #: model -> [(processor index, expected ms)] over the processors that run it
-    rows: dict[str, list[tuple[int, float]]]
+    __slots__ = ("cloud", "cloud_f", "cloud_ms", "idle", "idle_f", "local", "local_f", "local_ms")
+
+    def __init__(self) -> None:
+        #: the local processor that finishes it first, after its wait, and that finish
+        self.local, self.local_f = -1, _INF
+        #: that processor's run time (inf: no local processor)
+        self.local_ms = _INF
+        #: the local processor free now that finishes it first by its target with headroom, and that finish
+        self.idle, self.idle_f = -1, _INF
+        #: the cloud, its finish and its expected round trip
+        self.cloud, self.cloud_f, self.cloud_ms = -1, _INF, 0.0
+
+    def find(self, row: list[tuple[int, float]], ready: list[float], is_cloud: list[bool], now_ms: float,
+             k_local: float, target: float) -> Candidates:
+        """Fill in the candidates of a request that runs as ``row`` says (``[(processor, expected ms)]``), given
+        each processor's ready time with this decision's claims (``ready``, ms), a local run's headroom factor
+        ``k_local`` (1 + margin) and the request's effective deadline ``target`` (ms)."""
+        local, local_f, idle, idle_f, cloud, cloud_f, cloud_ms = -1, _INF, -1, _INF, -1, _INF, 0.0
+        for i, ms in row:
+            start = ready[i]
+            finish = start + ms
+            if is_cloud[i]:
+                if finish < cloud_f:
+                    cloud, cloud_f, cloud_ms = i, finish, ms
+            else:
+                if finish < local_f:
+                    local, local_f = i, finish
+                if start <= now_ms and finish < idle_f and start + k_local * ms <= target:
+                    idle, idle_f = i, finish
+        self.local, self.local_f, self.local_ms = local, local_f, local_f - ready[local]
+        self.idle, self.idle_f = idle, idle_f
+        self.cloud, self.cloud_f, self.cloud_ms = cloud, cloud_f, cloud_ms
+        return self
 
 
-def swap_slot(req: RequestView, row: list[tuple[int, float]], target: float, work: Work, procs: Processors, *,
+class Claims:
+    """One decision's working state: what more urgent requests of this decision claimed, shared with the slot
+    moves of :mod:`~scheduler.policies._slots`. (Each processor's ready time with the claims so far is
+    :attr:`Processors.ready`.)"""
+
+    __slots__ = ("base", "last", "last_start", "out", "placed", "rows")
+
+    def __init__(self, base: list[float], out: list[Assignment],
+                 placed: dict[str, tuple[int, int, float, RequestView]] | None, last: list[RequestView | None],
+                 last_start: list[float], rows: dict[str, list[tuple[int, float]]]) -> None:
+        #: each processor's ready time without this decision's claims (ms)
+        self.base = base
+        #: the assignments so far
+        self.out = out
+        #: stream -> (index in out, or -1 for a claim; processor index; expected finish; request); None: no supersede
+        self.placed = placed
+        #: per processor: the request it was last given in this decision and its start (ms)
+        self.last = last
+        self.last_start = last_start
+        #: model -> [(processor index, expected ms)] over the processors that run it
+        self.rows = rows
+
+
+def swap_slot(req: RequestView, row: list[tuple[int, float]], target: float, work: Claims, procs: Processors, *,
               k_local: float, now_ms: float) -> bool:
     """Give ``req`` a local processor's latest placement of this decision when its holder fits elsewhere.
 
@@ -157,23 +221,26 @@ def _processor_table(processors: Sequence[ProcessorView], now_ms: float) -> Proc
     local: list[str] = []
     cloud_name: str | None = None
     cloud_slots = 0
-    for name, kind, b, queued_ms, _, available, n_slots, free_slots in processors:   # faster than attributes
-        if available:
+    for p in processors:
+        if p.available:
+            name, n_slots = p.name, p.slots
             names.append(name)
-            c = kind == "cloud"
+            c = p.kind == "cloud"
             is_cloud.append(c)
             if c:
                 cloud_name, cloud_slots = name, n_slots
             else:
                 local.append(name)
+            busy_until = p.busy_until_ms
+            start = busy_until if busy_until > now_ms else now_ms   # (a conditional: max() is a call)
             if n_slots > 1:
-                free.append(free_slots)
+                free.append(p.free_slots)
                 slots.append(n_slots)
-                ready.append(now_ms if free_slots > 0 else (b if b > now_ms else now_ms) + queued_ms / n_slots)
+                ready.append(now_ms if p.free_slots > 0 else start + p.queued_ms / n_slots)
             else:
                 free.append(0)
                 slots.append(1)
-                ready.append((b if b > now_ms else now_ms) + queued_ms)
+                ready.append(start + p.queued_ms)
     return Processors(names, ready, is_cloud, free, slots, local, cloud_name, cloud_slots)
 
 
@@ -195,7 +262,7 @@ def _idle_choice(model: str, row: list[tuple[int, float]], idle: int, idle_f: fl
     """A request in time on ``idle`` (free now): leave it to a tighter stream that reserved it when
     this one has time to spare, then, with an energy objective, a cheaper placement in time."""
     pick, finish = idle, idle_f
-    if reserved and (held := reserved.get(procs[0][idle])) is not None and held[0] != model \
+    if reserved and (held := reserved.get(procs.names[idle])) is not None and held[0] != model \
             and target - now_ms > 2.0 * held[1]:
         pick, finish = leave_to_tighter_stream(model, row, idle, idle_f, target, reserved, procs, k_local)
     if green is not None:                         # a cheaper placement that is in time too

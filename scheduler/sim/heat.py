@@ -1,6 +1,6 @@
 """Energy and heat of a simulated run: the driver's two hooks and the run's energy report.
 
-Heat: one :class:`~scheduler.sim.thermal.ThermalModel` per device, heated by
+Heat: one :class:`~scheduler.thermal.ThermalModel` per device, heated by
 ``baseline_w`` + every processor's ``idle_w`` + each run's energy above idle
 (measured ``energy_mj`` or ``active_w`` × its ms, less ``idle_w`` × its ms; a
 cloud run's radio energy). The driver's start step calls :meth:`Heat.start`, which divides the run time
@@ -18,7 +18,7 @@ by well under 0.01 °C; a severity change reaches the speeds up to 0.1 s late.
 
 Energy is computed after the run from the outcome's columns
 (:func:`energy_report`): the same figures as feeding every run to an
-:class:`~scheduler.sim.energy.EnergyMeter`, in bulk. Units: ms, mJ, W, °C.
+:class:`~scheduler.energy.EnergyMeter`, in bulk. Units: ms, mJ, W, °C.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ import numpy as np
 
 from scheduler.power import SEVERITIES
 from scheduler.profile import DeviceProfile
-from scheduler.sim.energy import EnergyModel, EnergyReport
+from scheduler.energy import EnergyModel, EnergyReport
 from scheduler.sim.metrics import Outcome
-from scheduler.sim.thermal import ThermalModel
+from scheduler.thermal import ThermalModel
 from scheduler.sim.xrbench import E_MAX_MJ, profile_e_max_mj, xrbench_score
 
 #: the heat model integrates the device's power averaged over windows of at least this many ms

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -175,44 +174,36 @@ def run_simulation(config: SimConfig, progress: Callable[[float], None] | None =
     profile = load_profile(config.profile)
     policy = config.scheduler if config.scheduler is not None and not isinstance(config.scheduler, str) \
         else make_policy(config.scheduler, profile=profile, objective=config.objective)
-    # The run allocates ~10 small objects per request and frees few of them until the end: the cyclic
-    # garbage collector would rescan the growing heap again and again (a third of the time), for no garbage.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        wl = _workload(config)
-        run_seed = config.seed if config.run_seed is None else config.run_seed
-        sim = Simulation(wl, profile, policy, seed=run_seed, noise=config.noise,
-                         cloud_noise=config.cloud_noise, offload=config.offload, cloud_slots=config.cloud_slots,
-                         dispatch_ms=config.dispatch_ms, thermal=config.thermal,
-                         stage_gap_ms=_gaps(wl, config.stage_gap_ms), streams=_plan(config, wl))
-        last_t = float(wl.t_ms[-1]) if len(wl) else 0.0
-        tick = None
-        if progress is not None:
-            def tick(now_ms: float) -> None:
-                progress(min(1.0, now_ms / last_t) if last_t > 0 else 1.0)
-            progress(0.0)
-        t0 = time.perf_counter()
-        sim.run(on_tick=tick)
-        wall = time.perf_counter() - t0
-        span = max(sim.now_ms, (config.duration_s or 0.0) * 1000.0 if config.scenario else 0.0)
-        if sim.heat is not None:
-            sim.heat.close(span)
-        result = SimResult(
-            config=config, profile=profile, policy_name=getattr(policy, "name", type(policy).__name__),
-            workload_name=wl.name,
-            processors=[(p.name, p.kind, p.slots, p.busy_ms, p.n_runs) for p in sim.processors],
-            outcome=sim.outcome(), span_ms=span, decisions=sim.decisions, events=sim.events, wall_s=wall,
-            heat=None if sim.heat is None else sim.heat.to_json(),
-            memory_refused=[r.to_json() for r in sim.refused], per_stream=sim.stream_stats(),
-        )
-        # Free the run's per-request lists (a dozen of ~n entries each) while the collector is still off: alive
-        # when it is switched back on, its first pass would walk every entry of them (0.05 s an hour of AR
-        # Assistant, 6 % of the run) only to find them freed by reference counting a moment later.
-        del sim, wl
-    finally:
-        if gc_was_enabled:
-            gc.enable()
+    wl = _workload(config)
+    run_seed = config.seed if config.run_seed is None else config.run_seed
+    sim = Simulation(wl, profile, policy, seed=run_seed, noise=config.noise,
+                     cloud_noise=config.cloud_noise, offload=config.offload, cloud_slots=config.cloud_slots,
+                     dispatch_ms=config.dispatch_ms, thermal=config.thermal,
+                     stage_gap_ms=_gaps(wl, config.stage_gap_ms), streams=_plan(config, wl))
+    last_t = float(wl.t_ms[-1]) if len(wl) else 0.0
+    tick = None
+    if progress is not None:
+        def tick(now_ms: float) -> None:
+            progress(min(1.0, now_ms / last_t) if last_t > 0 else 1.0)
+        progress(0.0)
+    t0 = time.perf_counter()
+    sim.run(on_tick=tick)
+    wall = time.perf_counter() - t0
+    span = max(sim.now_ms, (config.duration_s or 0.0) * 1000.0 if config.scenario else 0.0)
+    if sim.heat is not None:
+        sim.heat.close(span)
+    result = SimResult(
+        config=config, profile=profile, policy_name=getattr(policy, "name", type(policy).__name__),
+        workload_name=wl.name,
+        processors=[(p.name, p.kind, p.slots, p.busy_ms, p.n_runs) for p in sim.processors],
+        outcome=sim.outcome(), span_ms=span, decisions=sim.decisions, events=sim.events, wall_s=wall,
+        heat=None if sim.heat is None else sim.heat.to_json(),
+        memory_refused=[r.to_json() for r in sim.refused], per_stream=sim.stream_stats(),
+    )
+    # Free the run's per-request lists (a dozen of ~n entries each) now: where the caller turned the collector
+    # off for the run (the CLI, a sweep's worker), its first pass once back on would walk every entry of them
+    # (0.05 s an hour of AR Assistant, 6 % of the run) only to find them freed by reference counting.
+    del sim, wl
     if progress is not None:
         progress(1.0)
     return result

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduler.profile import DeviceProfile
-from scheduler.sim.energy import EnergyModel
+from scheduler.energy import EnergyModel
 
 #: XRBench-MAESTRO.cpp: ``rt_score_param_k`` (per ms).
 RT_K_PER_MS = 15.0

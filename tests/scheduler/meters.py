@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.sim.energy import EnergyMeter
+from scheduler.energy import EnergyMeter
 
 
 class CloudMeter(EnergyMeter):

@@ -21,8 +21,8 @@ from scheduler.power import (
     ThermalSpec,
 )
 from scheduler.profile import CloudSpec, DeviceProfile, ProcessorSpec
-from scheduler.sim.energy import EnergyModel
-from scheduler.sim.thermal import ThermalModel
+from scheduler.energy import EnergyModel
+from scheduler.thermal import ThermalModel
 
 THERMAL = ThermalSpec(10.0, 10.0, 25.0, (ThermalLevel("light", 35.0, {"gpu": 0.9}),
                                          ThermalLevel("moderate", 45.0, {"gpu": 0.5})))

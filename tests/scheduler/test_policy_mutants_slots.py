@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from scheduler.policies._slots import (
     Processors,
-    Work,
+    Claims,
     _idle_choice,
     _processor_table,
     _row,
@@ -217,7 +217,7 @@ def _swap_case(h_deadline: float = 30.0, h_down: float = 0.0, r_target: float = 
     r = RequestView(2, "r", 0.0, r_target, "rs", 0, 0.0, None)
     out = [Assignment(1, "gpu")] if h_start <= 0.0 else []
     procs = _procs(["gpu", "cpu"], [h_start + 10.0, cpu_ready], cloud=())
-    work = Work([0.0, 0.0], out, {"hs": (0, 0, h_start + 10.0, held)}, [held, None], [h_start, 0.0],
+    work = Claims([0.0, 0.0], out, {"hs": (0, 0, h_start + 10.0, held)}, [held, None], [h_start, 0.0],
                 {"h": [(0, 10.0), (1, 12.0)], "r": [(0, 10.0), (1, 30.0)]})
     return r, held, procs, work
 

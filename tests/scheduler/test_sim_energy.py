@@ -1,11 +1,11 @@
-"""Energy accounting (scheduler.sim.energy): hand-computed invocations, idle, baseline, radio, gaps."""
+"""Energy accounting (scheduler.energy): hand-computed invocations, idle, baseline, radio, gaps."""
 
 from __future__ import annotations
 
 import pytest
 
 from scheduler.profile import DeviceProfile
-from scheduler.sim.energy import EnergyModel
+from scheduler.energy import EnergyModel
 from tests.scheduler.meters import CloudMeter
 
 OBJ = {

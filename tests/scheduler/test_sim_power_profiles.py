@@ -10,9 +10,9 @@ import pytest
 
 from scheduler.sim import load_profile, profile_names
 from scheduler.sim._build_power import CALIBRATION_S, DEVICES, power_and_thermal, xr_load_w
-from scheduler.sim.energy import EnergyModel
+from scheduler.energy import EnergyModel
 from scheduler.sim.profiles import PROFILE_DIR
-from scheduler.sim.thermal import ThermalModel
+from scheduler.thermal import ThermalModel
 
 
 def sourced(sources: dict[str, str], key: str) -> str | None:

@@ -1,4 +1,4 @@
-"""The lumped RC heat model (scheduler.sim.thermal): closed form vs Euler, crossings, throttling, look-ahead."""
+"""The lumped RC heat model (scheduler.thermal): closed form vs Euler, crossings, throttling, look-ahead."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 
 from scheduler.power import SEVERITIES, ThermalLevel, ThermalSpec
-from scheduler.sim.thermal import ThermalModel
+from scheduler.thermal import ThermalModel
 
 # C = 100 J/K, R = 2 K/W: tau = 200 s; 10 W settles at 25 + 20 = 45 C.
 LEVELS = (ThermalLevel("light", 35.0, {"cpu": 0.9, "npu": 1.0}),
