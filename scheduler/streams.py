@@ -549,8 +549,8 @@ class StreamController:
         have = sum(w for t, w in self._admitted if t >= now - span_ms)
         mean = sum(w for _, w in self._offered) / len(self._offered) if self._offered else 0.0
         cap = ADMIT_UTIL_MAX * backlog.workers * span_ms - reserved_ms
-        if have + s.work_ms <= cap or (s.work_ms <= mean and not reserved_ms):
-            return ""
+        if have + s.work_ms <= cap or s.work_ms <= mean:   # (room kept for critical frames or not: a frame no
+            return ""                                      # costlier than the mean is never the one to shed)
         return (f"workers {100 * backlog.busy_share:.0f}% busy and {have + s.work_ms:.0f} ms of work admitted "
                 f"in {span_ms:.0f} ms > {cap:.0f} ms of capacity")
 
@@ -604,8 +604,9 @@ class StreamController:
                 worst, share = s, m
         if worst is None:
             return None
-        lower_can_yield = any(not s.bottom and RANK[s.priority] > RANK[worst.priority] for s in self.streams.values())
-        critical_waits = worst.priority == "critical" and lower_can_yield
+        lower_can_yield = any(not s.bottom and RANK[s.priority] > RANK[worst.priority] and self._pays(s, worst, share)
+                              for s in self.streams.values())
+        critical_waits = worst.priority == "critical" and lower_can_yield   # (a lower stream's step that pays)
         if not worst.bottom and not worst.fits(worst.rung) and not critical_waits:
             why = (f"its chain needs {worst.chain_ms:.1f} ms, more than {FIT_SHARE:.0%} of its "
                    f"{worst.period_ms:.1f} ms period")
@@ -627,10 +628,8 @@ class StreamController:
         if not able:
             return self._to_cloud(now_ms, why)
         paying = [s for s in able if self._pays(s, worst, share)]
-        if not paying and worst.priority == "critical":
-            paying = able   # the critical stream's rate comes first, even at a small relief
-        if not paying:
-            return None
+        if not paying:   # (a critical stream included: steps that free next to nothing would only cost their
+            return None  # streams frames; its level, lane and niceness are what protect it then)
         victim = min(paying, key=lambda s: (-RANK[s.priority], -s.chain_ms * s.fps_now, s.name))
         return self._move(victim, now_ms, +1, why)
 
@@ -642,7 +641,7 @@ class StreamController:
         :data:`MIN_RELIEF` of the work ``worst`` misses a second."""
         if v is worst:
             return share >= 1.0 - v.rates[v.rung + 1] / v.rates[v.rung]
-        freed = v.chain_ms * (v.fps_now - v.rates[-1])
+        freed = v.work_ms * (v.fps_now - v.rates[-1])
         return freed >= MIN_RELIEF * share * worst.fps_now * worst.chain_ms
 
     def _to_cloud(self, now_ms: float, why: str) -> Step | None:
