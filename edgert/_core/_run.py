@@ -181,7 +181,7 @@ class Dispatcher:
         self._next_id = 0
         self._stopping = False                # workers exit when their queue is empty
         self._resolver: ResolverThread | None = None
-        self.thread_priority = ThreadPriority()   # whether workers run a request at its level's niceness
+        self.thread_priority = ThreadPriority(False)   # the runtime sets its own (Runtime(thread_priority=))
         self._not_urgent: tuple[str, ...] | None = None   # with urgent lanes: every other worker's name
         #: the urgent lanes take work of any level: set by the streams while none of them needs its urgent level
         #: (``edgert._core._streams``), so a lane is capacity while no critical stream misses frames

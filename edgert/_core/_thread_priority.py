@@ -43,6 +43,19 @@ class ThreadPriority:
         self.state = ("on: critical runs at niceness -10, high at -5 (relative to the process)" if self.enabled
                       else "off (thread_priority=False)" if supported
                       else "off: this OS has no per-thread niceness (os.setpriority)")
+        if self.enabled:
+            self._probe()
+
+    def _probe(self) -> None:
+        """Whether the OS lets this process lower a thread's niceness, tried once on the calling thread and undone
+        at once (raising it back is always allowed), so that :attr:`state` says from the start whether critical
+        work can run ahead of other processes, not only after the first refusal."""
+        tid = threading.get_native_id()
+        base = os.getpriority(os.PRIO_PROCESS, tid)
+        if base <= -20:
+            return
+        if self.set(tid, base - 1):
+            self.set(tid, base)
 
     def refuse(self, exc: OSError) -> None:
         """The OS refused a raise: every thread stays at the process's niceness from now on; said once."""
