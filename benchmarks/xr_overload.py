@@ -314,8 +314,9 @@ def main() -> int:
     args = ap.parse_args()
     if args.unprivileged and os.geteuid() == 0:
         argv = [a for a in sys.argv[1:] if a != "--unprivileged"]
-        if "--out" not in argv:
-            argv += ["--out", str(Path(args.out).with_name(Path(args.out).stem + "_unprivileged.md"))]
+        if "--out" not in argv:   # (relative where it can be: the results file records its command)
+            out = Path(args.out).with_name(Path(args.out).stem + "_unprivileged.md")
+            argv += ["--out", os.path.relpath(out) if out.is_relative_to(Path.cwd()) else str(out)]
         cmd = " ".join([sys.executable, str(Path(__file__).resolve()), *argv])
         return subprocess.call(["capsh", "--drop=cap_sys_nice", "--", "-c", cmd])
     from scheduler.priority import parse_levels  # noqa: PLC0415
