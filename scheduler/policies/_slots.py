@@ -74,7 +74,9 @@ class Candidates:
         """Fill in the candidates of a request that runs as ``row`` says (``[(processor, expected ms)]``), given
         each processor's ready time with this decision's claims (``ready``, ms), a local run's headroom factor
         ``k_local`` (1 + margin) and the request's effective deadline ``target`` (ms)."""
-        local, local_f, idle, idle_f, cloud, cloud_f, cloud_ms = -1, _INF, -1, _INF, -1, _INF, 0.0
+        local = idle = cloud = -1          # the best processor of each kind (-1: none yet)
+        local_f = idle_f = cloud_f = _INF   # and its finish (ms)
+        cloud_ms = 0.0
         for i, ms in row:
             start = ready[i]
             finish = start + ms
@@ -126,7 +128,11 @@ def swap_slot(req: RequestView, row: list[tuple[int, float]], target: float, wor
     when it swapped, with ``work`` (out, last, placed) and ``procs.ready`` updated. Rarely called (only for a
     request about to miss), so it recomputes what the hot path does not store.
     """
-    last, last_start, rows, out, placed = work.last, work.last_start, work.rows, work.out, work.placed
+    last = work.last
+    last_start = work.last_start
+    rows = work.rows
+    out = work.out
+    placed = work.placed
     names, ready, cloud = procs.names, procs.ready, procs.is_cloud
     best_f, best_i, best_j, best_fr = _INF, -1, -1, _INF
     for i, ms in row:

@@ -42,7 +42,7 @@ import math
 from array import array
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 import numpy as np
 
@@ -235,8 +235,22 @@ def _json_object(s: str, where: str) -> dict[str, Any]:
     return obj
 
 
-def _fields(obj: dict[str, Any], where: str, lineno: int) -> tuple[Any, ...]:
-    """One line's fields validated: (t_ms, model, slo_ms, p, key, stream, frame, after, priority)."""
+class TraceLine(NamedTuple):
+    """One request line of a trace, validated (times in ms)."""
+
+    t_ms: float
+    model: str
+    slo_ms: float
+    p: float
+    key: str
+    stream: str
+    frame: int
+    after: str | None
+    priority: str
+
+
+def _fields(obj: dict[str, Any], where: str, lineno: int) -> TraceLine:
+    """One line's fields validated."""
     t = _num(obj, "t_ms", where, required=True)
     assert t is not None   # required=True raised otherwise
     if not 0 <= t <= MAX_MS:
@@ -266,7 +280,7 @@ def _fields(obj: dict[str, Any], where: str, lineno: int) -> tuple[Any, ...]:
     level = obj.get("priority", DEFAULT_PRIORITY)
     if level not in RANK:
         raise TraceError(f"{where}: priority must be one of {', '.join(PRIORITIES)}, got {_show(level)}")
-    return t, model, slo, prob, key, stream, frame, after, level
+    return TraceLine(t, model, slo, prob, key, stream, frame, after, level)
 
 
 def _submitted(obj: dict[str, Any], t: float, slo: float, where: str) -> tuple[float, float]:
@@ -331,26 +345,26 @@ class _Columns:
         self._index = _KeyIndex(self.keys)
         self._waiting: dict[str, list[int]] = {}   # parent key -> children that named it first
 
-    def add(self, fields: tuple[Any, ...], lineno: int, where: str) -> None:
+    def add(self, line: TraceLine, lineno: int, where: str) -> None:
         """Append one validated line; link it to its parent and its waiting children."""
-        t, model, slo, prob, key, stream, frame, after, level = fields
-        if self.priorities.setdefault(stream, level) != level:
-            raise TraceError(f"{where}: stream {stream!r} is {level!r} here but {self.priorities[stream]!r} on an "
-                             "earlier line; a stream has one priority")
+        key, stream, after = line.key, line.stream, line.after
+        if self.priorities.setdefault(stream, line.priority) != line.priority:
+            raise TraceError(f"{where}: stream {stream!r} is {line.priority!r} here but {self.priorities[stream]!r} "
+                             "on an earlier line; a stream has one priority")
         first = self._index.get(key)
         if first >= 0:
             raise TraceError(f"{where}: duplicate id {key!r} (first on line {self.line[first]})")
         i = len(self.keys)
         self.keys.append(key)
         self._index.add(key, i)
-        self.t.append(t)
-        self.slo.append(slo)
-        self.p.append(prob)
-        self.model.append(self.models.setdefault(model, len(self.models)))
+        self.t.append(line.t_ms)
+        self.slo.append(line.slo_ms)
+        self.p.append(line.p)
+        self.model.append(self.models.setdefault(line.model, len(self.models)))
         self.stream.append(self.streams.setdefault(stream, len(self.streams)))
-        self.frame.append(frame)
+        self.frame.append(line.frame)
         self.line.append(lineno)
-        self.origin.setdefault(model, where)
+        self.origin.setdefault(line.model, where)
         parent = -1 if after is None else self._index.get(after)
         if parent == -1 and after is not None:
             self._waiting.setdefault(after, []).append(i)
@@ -371,9 +385,11 @@ class _Columns:
         n = len(self.keys)
         t = np.frombuffer(self.t, np.float64)
         parent = np.frombuffer(self.parent, np.int32).astype(np.int64)
-        cols: list[Any] = [t, np.frombuffer(self.slo, np.float64), np.frombuffer(self.model, np.int32),
-                np.frombuffer(self.stream, np.int32), np.frombuffer(self.frame, np.int64), fires,
-                np.frombuffer(self.p, np.float64)]
+        cols: dict[str, Any] = {"t_ms": t, "slo_ms": np.frombuffer(self.slo, np.float64),
+                                "model": np.frombuffer(self.model, np.int32),
+                                "stream": np.frombuffer(self.stream, np.int32),
+                                "frame": np.frombuffer(self.frame, np.int64), "fires": fires,
+                                "p": np.frombuffer(self.p, np.float64)}
         keys = self.keys
         self.line = array("i")
         if n > 1 and not bool((t[1:] >= t[:-1]).all()):
@@ -382,15 +398,13 @@ class _Columns:
             new_id[order] = np.arange(n)
             parent = parent[order]
             parent = np.where(parent >= 0, new_id[np.maximum(parent, 0)], -1)
-            for k in range(len(cols)):   # one column at a time: one extra column at the peak
+            for k in cols:   # one column at a time: one extra column at the peak
                 cols[k] = cols[k][order]
             by_id = np.empty(n, object)
             by_id[:] = keys
             keys = by_id[order].tolist()
-        t, slo, model, stream, frame, fires, p = cols
         return Workload(name=f"trace {self.name}", models=list(self.models), streams=list(self.streams),
-                        t_ms=t, slo_ms=slo, model=model, stream=stream, frame=frame, parent=parent,
-                        fires=fires, p=p, origin=self.origin, keys=keys,
+                        parent=parent, origin=self.origin, keys=keys, **cols,
                         priorities={s: v for s, v in self.priorities.items() if v != DEFAULT_PRIORITY})
 
 
@@ -410,7 +424,11 @@ class _KeyIndex:
 
     def get(self, key: str) -> int:
         """The index of ``key``, or -1."""
-        h, mask, hashes, slots, keys = hash(key), self._mask, self._hash, self._slot, self._keys
+        h = hash(key)
+        mask = self._mask
+        hashes = self._hash
+        slots = self._slot
+        keys = self._keys
         j = h & mask
         while s := slots[j]:
             if hashes[j] == h and keys[s - 1] == key:

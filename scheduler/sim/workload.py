@@ -23,6 +23,7 @@ Scaling, the same for scenarios and traces:
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 from dataclasses import dataclass
 
 import numpy as np
@@ -159,13 +160,24 @@ def build_scenario(name: str, duration_s: float, load: float = 1.0, burst: Burst
             else:
                 block, by_model[s.model] = _cascade_block(by_model[s.after], s.p, made, tags, blocks, rng)
             blocks.append(block)
-            made += block[0].size
+            made += block.t.size
     return _assemble(name, model_names, stream_names, blocks)
 
 
 #: one stream's requests in one copy, as columns: (t, slo, model, stream, frame, parent (creation index),
 #: fires, p, order)
-_Block = tuple[np.ndarray, ...]
+class _Block(NamedTuple):
+    """One stream's (or cascade stage's) requests as columns, before the workload is assembled."""
+
+    t: np.ndarray
+    slo: np.ndarray
+    model: np.ndarray
+    stream: np.ndarray
+    frame: np.ndarray
+    parent: np.ndarray
+    fires: np.ndarray
+    p: np.ndarray
+    order: np.ndarray
 #: per frame of a stream in a copy's window: creation index of its request (-1 where the frame has none),
 #: frame time (ms), whether it fires
 _Frames = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -195,8 +207,8 @@ def _root_block(first: int, nf: int, drawn: np.ndarray | None, phase: float, rat
     idx = np.full(nf, -1, np.int64)
     idx[exists] = np.arange(made, made + k)
     f, t = f[exists], t[exists]
-    block = (t, np.full(k, slo), np.full(k, code, np.int32), np.full(k, sc, np.int32), f, np.full(k, -1, np.int64),
-             np.ones(k, bool), np.full(k, 1.0), np.full(k, order, np.int64))
+    block = _Block(t, np.full(k, slo), np.full(k, code, np.int32), np.full(k, sc, np.int32), f,
+                   np.full(k, -1, np.int64), np.ones(k, bool), np.full(k, 1.0), np.full(k, order, np.int64))
     return block, (idx, _expand(t, exists), exists)
 
 
@@ -212,24 +224,24 @@ def _cascade_block(upstream: _Frames, p: float, made: int, tags: tuple[float, in
     idx = np.full(len(pidx), -1, np.int64)
     idx[exists] = np.arange(made, made + k)
     par = pidx[exists]
-    block = (pt[exists], np.full(k, slo), np.full(k, code, np.int32), np.full(k, sc, np.int32),
-             _frames_of(blocks, par), par, draws[exists] & pfires[exists], np.full(k, float(p)),
-             np.full(k, order, np.int64))
+    block = _Block(pt[exists], np.full(k, slo), np.full(k, code, np.int32), np.full(k, sc, np.int32),
+                   _frames_of(blocks, par), par, draws[exists] & pfires[exists], np.full(k, float(p)),
+                   np.full(k, order, np.int64))
     return block, (idx, pt, draws & pfires)
 
 
 def _assemble(name: str, model_names: list[str], stream_names: list[str], blocks: list[_Block]) -> Workload:
     """The workload of the blocks, in one stable sort by (time, copy, stream); parents renumbered."""
-    cols = [np.concatenate([b[j] for b in blocks]) for j in range(9)]
-    t, slo, model, stream, frame, parent, fires, p, order = cols
-    perm = np.lexsort((order, t))   # by time, then copy and stream order; stable
+    cols = _Block(*(np.concatenate(column) for column in zip(*blocks)))
+    perm = np.lexsort((cols.order, cols.t))   # by time, then copy and stream order; stable
     new_id = np.empty_like(perm)
     new_id[perm] = np.arange(perm.size)
-    parent = parent[perm]
+    parent = cols.parent[perm]
     parent = np.where(parent >= 0, new_id[np.maximum(parent, 0)], -1)
     origin = f"scenario {name}"
-    return Workload(f"scenario {name}", model_names, stream_names, t[perm], slo[perm], model[perm],
-                    stream[perm], frame[perm], parent, fires[perm], p[perm], {m: origin for m in model_names})
+    return Workload(f"scenario {name}", model_names, stream_names, cols.t[perm], cols.slo[perm], cols.model[perm],
+                    cols.stream[perm], cols.frame[perm], parent, cols.fires[perm], cols.p[perm],
+                    {m: origin for m in model_names})
 
 
 def _expand(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -241,7 +253,7 @@ def _expand(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
 
 def _frames_of(blocks: list[tuple[np.ndarray, ...]], creation_idx: np.ndarray) -> np.ndarray:
     """Frame numbers of already created requests, by creation index."""
-    frames = np.concatenate([b[4] for b in blocks]) if blocks else np.zeros(0, np.int64)
+    frames = np.concatenate([b.frame for b in blocks]) if blocks else np.zeros(0, np.int64)
     return frames[creation_idx]
 
 
