@@ -67,6 +67,8 @@ APP: dict[str, tuple[float, str, tuple[str, ...]]] = {
     "segmentation": (15.0, "low", ("selfie_segmentation",)),
 }
 CELLS: dict[str, tuple[int, bool]] = {"hog1": (1, True), "users2": (2, False)}
+#: --verbose: 1 prints each stream's sheds by reason and its rate steps after a run, 2 also every frame not taken
+VERBOSE = 0
 
 
 def text_detector(path: Path) -> Path:
@@ -228,7 +230,7 @@ def run_edgert(files: dict[str, Path], frames: list[np.ndarray], users: int, sec
                     tally.frames += 1
                     with s.frame(at_ms=base_ms + tick * 1e3) as f:
                         if not f:
-                            if os.environ.get("EDGERT_BENCH_VERBOSE") == "2" and f.reason != "rate":
+                            if VERBOSE >= 2 and f.reason != "rate":
                                 print(f"      {s.name} {rt.now_ms():.0f}: {f.reason}: {f.detail}")
                             return
                         tally.taken += 1
@@ -243,7 +245,7 @@ def run_edgert(files: dict[str, Path], frames: list[np.ndarray], users: int, sec
                                                 daemon=True))
         _run_for(threads, stop, camera, seconds)
         steps = sum(len(s.stats()["steps"]) for s in streams)
-        if os.environ.get("EDGERT_BENCH_VERBOSE"):
+        if VERBOSE >= 1:
             for s in streams:
                 st = s.stats()
                 print(f"    {s.name}: shed {st['frames_shed_by']} rung {st['rung_fps']:g} chain {st['chain_ms']} ms; "
@@ -313,7 +315,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="run it again as a process without CAP_SYS_NICE (capsh --drop=cap_sys_nice)")
     ap.add_argument("--no-privileged", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--replay", action="store_true", help="replay each edgert run from its trace (see the doc)")
+    ap.add_argument("--verbose", "-v", action="count", default=0,
+                    help="after each edgert run, each stream's sheds and steps (-vv: every frame not taken, why)")
     args = ap.parse_args(argv)
+    global VERBOSE
+    VERBOSE = args.verbose
     if args.unprivileged and os.geteuid() == 0:
         cmd = ["capsh", "--drop=cap_sys_nice", "--", "-c",
                " ".join([sys.executable, __file__, "--cells", *args.cells, "--runs", str(args.runs), "--seconds",

@@ -86,9 +86,13 @@ def test_saturated_workers_shed_the_costliest_frames_first():
     c = _controller((("pose", "normal"), ("seg", "low")), chain_ms=20.0)
     c.streams["seg"].work_ms = 5.0
     busy = Backlog(0.0, workers=1, busy_share=0.95)
-    assert c.offer("pose", 0.0, busy).taken and c.offer("seg", 0.0, busy).taken
-    got = [c.offer("pose", 1.0, busy).reason for _ in range(1)]
-    assert got == ["over_capacity"] or got == ["in_flight"]
+    first = c.offer("pose", 0.0, busy)   # 20 ms admitted of the 25 ms the workers may take in its 33 ms
+    assert first.taken and c.offer("seg", 0.0, busy).taken
+    c.streams["pose"].in_flight = c.streams["seg"].in_flight = 0   # (as if both had ended)
+    later = Backlog(1.0, workers=1, busy_share=0.95)
+    pose = c.offer("pose", 1.0, later)
+    assert (pose.taken, pose.reason) == (False, "over_capacity") and "ms of capacity" in pose.detail
+    assert c.offer("seg", 1.0, later).taken   # cheaper than the mean priced lately: never the one shed
 
 
 def test_after_a_streak_of_skips_one_frame_is_taken_lean():
