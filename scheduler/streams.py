@@ -363,6 +363,7 @@ class StreamController:
         self.streams: dict[str, StreamState] = {}
         self._first_ms: float | None = None
         self._workers = 1   # the local workers of the latest backlog seen
+        self._cloud = False  # and whether it had a cloud worker (the ladder's last rung needs one)
         self._last_down = -math.inf
         self._last_up = -math.inf
         self._admitted: deque[tuple[float, float]] = deque()   # (ms, work ms) of frames taken
@@ -395,6 +396,7 @@ class StreamController:
         s = self.streams[name]
         now = backlog.now_ms
         self._workers = backlog.workers
+        self._cloud = backlog.cloud
         if self._first_ms is None:
             self._first_ms = now
         s.first_ms = now if s.first_ms is None else s.first_ms
@@ -647,6 +649,8 @@ class StreamController:
     def _to_cloud(self, now_ms: float, why: str) -> Step | None:
         """The last rung: the least important stream whose chain fits its period on the cloud worker goes
         there (None when none does)."""
+        if not self._cloud:
+            return None
         able = [s for s in self.streams.values() if s.offload and not s.offloaded and s.fits(s.rung, cloud=True)]
         if not able:
             return None
