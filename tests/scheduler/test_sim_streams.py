@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -163,11 +165,20 @@ def replay_into_a_fresh_controller(log: list[tuple[str, tuple[Any, ...], Any]]) 
         if what == "add":
             fresh.add(*args, **answer)
         elif what == "offer":
-            assert fresh.offer(*args) == answer
+            assert comparable(fresh.offer(*args)) == comparable(answer)
             offers += 1
         else:
-            assert fresh.ended(*args) == answer
+            assert comparable(fresh.ended(*args)) == comparable(answer)
     return offers
+
+
+def comparable(answer: Any) -> Any:
+    """A controller's answer (a frozen dataclass or None) as a tuple with NaN as None: Python 3.13's dataclass
+    ``__eq__`` compares field by field, so a NaN field (no prediction yet) never equals itself there."""
+    if answer is None:
+        return None
+    return tuple(None if isinstance(v, float) and math.isnan(v) else v
+                 for v in (getattr(answer, f.name) for f in dataclasses.fields(answer)))
 
 
 def test_the_simulator_drives_the_one_controller(monkeypatch: pytest.MonkeyPatch) -> None:
