@@ -251,7 +251,7 @@ def _expand(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return out
 
 
-def _frames_of(blocks: list[tuple[np.ndarray, ...]], creation_idx: np.ndarray) -> np.ndarray:
+def _frames_of(blocks: list[_Block], creation_idx: np.ndarray) -> np.ndarray:
     """Frame numbers of already created requests, by creation index."""
     frames = np.concatenate([b.frame for b in blocks]) if blocks else np.zeros(0, np.int64)
     return frames[creation_idx]
