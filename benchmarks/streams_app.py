@@ -38,6 +38,7 @@ the median over runs of the mean over streams, live and replayed::
 from __future__ import annotations
 
 import argparse
+import math
 import multiprocessing as mp
 import os
 import statistics
@@ -46,7 +47,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -126,6 +127,10 @@ class Tally:
     taken: int = 0
     on_time: int = 0
     late: int = 0
+    probes: int = 0       # frames taken lean (edgert's probes after a streak of skips)
+    probes_late: int = 0
+    #: edgert's frames taken with a prediction: (predicted finish, end, deadline), ms on the runtime's clock
+    predictions: list[tuple[float, float, float]] = field(default_factory=list)
 
 
 @dataclass
@@ -241,6 +246,10 @@ def run_edgert(files: dict[str, Path], frames: list[np.ndarray], users: int, sec
                     ok = prev is not None and prev.status == "ok"
                     tally.on_time += ok and end_ms <= f.deadline_ms
                     tally.late += end_ms > f.deadline_ms
+                    if not math.isnan(f.decision.predicted_ms):
+                        tally.predictions.append((f.decision.predicted_ms, end_ms, f.deadline_ms))
+                    tally.probes += f.lean
+                    tally.probes_late += f.lean and end_ms > f.deadline_ms
                 threads.append(threading.Thread(target=_paced, args=(stop, fps, camera, (i + u) / 150.0, step),
                                                 daemon=True))
         _run_for(threads, stop, camera, seconds)
@@ -248,9 +257,32 @@ def run_edgert(files: dict[str, Path], frames: list[np.ndarray], users: int, sec
         if VERBOSE >= 1:
             for s in streams:
                 st = s.stats()
-                print(f"    {s.name}: shed {st['frames_shed_by']} rung {st['rung_fps']:g} chain {st['chain_ms']} ms; "
+                t = tallies[s.name]
+                print(f"    {s.name}: taken {t.taken} late {t.late} (probes {t.probes}, late {t.probes_late}); "
+                      f"{error_tail(t.predictions)}; "
+                      f"shed {st['frames_shed_by']} rung {st['rung_fps']:g} chain {st['chain_ms']} ms; "
                       + "; ".join(f"{x['from_fps']:g}->{x['to_fps']:g} {x['why']}" for x in st["steps"]))
         return tallies, f"thread priorities {rt.thread_priority}; {steps} rate steps"
+
+
+def error_tail(predictions: list[tuple[float, float, float]]) -> str:
+    """The prediction errors of a stream's frames (end − predicted finish, ms), and what a margin of the largest
+    of its last N errors would have done: frames it would have taken, and the share of those late (taking the
+    run as it went, without the margin's feedback on it)."""
+    if len(predictions) < 8:
+        return "errors: too few"
+    errors = sorted(end - p for p, end, _ in predictions)
+    q = {k: errors[int(k * (len(errors) - 1))] for k in (0.5, 0.9, 0.99)}
+    out = [f"errors p50 {q[0.5]:.1f} p90 {q[0.9]:.1f} p99 {q[0.99]:.1f} max {errors[-1]:.1f} ms"]
+    for n in (8, 32):
+        taken = late = 0
+        for i, (p, end, deadline) in enumerate(predictions):
+            before = [e - q for q, e, _ in predictions[max(0, i - n):i]]
+            if p + (max(0.0, *before) if len(before) >= 4 else 0.0) <= deadline:
+                taken += 1
+                late += end > deadline
+        out.append(f"max of last {n}: {late}/{taken} late")
+    return ", ".join(out)
 
 
 def cell(system: str, files: dict[str, Path], frames: list[np.ndarray], users: int, hog: bool,
