@@ -9,7 +9,7 @@ runtime (or one simulated device) at once:
   over the workers, then its own chain) plus a quantile of the stream's recent prediction errors is after
   its deadline; when its chain alone is longer than its period; when the workers are saturated and its
   work would take the admitted work past their capacity less the room critical streams need (the costliest
-  frames first); when it is not its turn at the stream's rate; or when ``max_in_flight`` of its frames still
+  frames first; never a critical stream's while it misses frames); when it is not its turn at the stream's rate; or when ``max_in_flight`` of its frames still
   run. Each reason is one code of :data:`REASONS`. After :data:`MAX_SHED_STREAK` skips in a row a frame is
   taken *lean* (a probe), so that the stream's estimates stay measured.
 * **The rate ladder** (WebRTC's ``OveruseFrameDetector``, adaptive-bitrate rungs). A stream runs at one
@@ -548,9 +548,9 @@ class StreamController:
         """Why admitting its work would take the work admitted over the last frame span past
         :data:`ADMIT_UTIL_MAX` of the workers less ``reserved_ms`` ("" when it would not): only while the workers
         are that busy, and a frame no costlier than the mean priced lately passes (the costliest go first)."""
-        if backlog.busy_share <= ADMIT_UTIL_MAX:
-            return ""
         now = backlog.now_ms
+        if backlog.busy_share <= ADMIT_UTIL_MAX or self._missing_now(s, now):
+            return ""
         have = sum(w for t, w in self._admitted if t >= now - span_ms)
         mean = sum(w for _, w in self._offered) / len(self._offered) if self._offered else 0.0
         cap = ADMIT_UTIL_MAX * backlog.workers * span_ms - reserved_ms
@@ -558,6 +558,15 @@ class StreamController:
             return ""                                      # costlier than the mean is never the one to shed)
         return (f"workers {100 * backlog.busy_share:.0f}% busy and {have + s.work_ms:.0f} ms of work admitted "
                 f"in {span_ms:.0f} ms > {cap:.0f} ms of capacity")
+
+    @staticmethod
+    def _missing_now(s: StreamState, now_ms: float) -> bool:
+        """A critical stream missing more than :data:`UP_MISS` of its frames over the window: capacity is not what
+        sheds its frames then (its requests run first; the streams below it give way)."""
+        if s.priority != "critical":
+            return False
+        share, frames = s.miss_share(now_ms)
+        return frames > 0 and share > UP_MISS
 
     def _critical_room_ms(self, s: StreamState, span_ms: float, now_ms: float) -> float:
         """Work (ms) the other critical streams that are missing frames need over ``span_ms``: the room kept for

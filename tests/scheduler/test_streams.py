@@ -95,6 +95,37 @@ def test_saturated_workers_shed_the_costliest_frames_first():
     assert c.offer("seg", 1.0, later).taken   # cheaper than the mean priced lately: never the one shed
 
 
+def test_a_critical_stream_missing_its_frames_is_not_shed_for_capacity_while_the_others_are():
+    c = _controller((("hands", "critical"), ("pose", "normal"), ("seg", "low")), chain_ms=20.0)
+    c.streams["pose"].work_ms, c.streams["seg"].work_ms = 30.0, 2.0
+
+    def offer(name: str, t: float) -> S.Decision:
+        d = c.offer(name, t, Backlog(t, workers=2, busy_share=0.95))   # the workers take 50 ms in 33 ms
+        c.streams[name].in_flight = 0   # (as if it had ended)
+        return d
+    assert offer("pose", 0.0).taken and all(offer("seg", 0.0).taken for _ in range(3))   # 36 ms admitted
+    hands = offer("hands", 0.0)   # not missing: the costliest go first, critical or not
+    assert (hands.taken, hands.reason) == (False, "over_capacity")
+    for k in range(5):   # hands now misses its frames over the window
+        c.streams["hands"].outcomes.append((k * 33.3 - 200.0, True))
+    assert offer("hands", 1.0).taken
+    pose = offer("pose", 2.0)
+    assert (pose.taken, pose.reason) == (False, "over_capacity")   # the others give way
+
+
+def test_a_frame_whose_request_was_dropped_moves_the_margin_as_a_late_one():
+    c = _controller((("pose", "normal"),), chain_ms=5.0)
+    s = c.streams["pose"]
+    before = s.quantile
+    d = c.offer("pose", 0.0, Backlog(0.0))
+    c.ended("pose", d, FrameEnd(10.0, False, 5.0, 5.0))   # dropped 10 ms in: it could not end in time
+    assert s.quantile == pytest.approx(before + S.QUANTILE_STEP)
+    assert s.errors[-1][1] >= d.deadline_ms - d.predicted_ms   # it would have ended after its deadline
+    on_time = c.offer("pose", 33.3, Backlog(33.3))
+    c.ended("pose", on_time, FrameEnd(40.0, True, 5.0, 5.0))
+    assert s.quantile < before + S.QUANTILE_STEP
+
+
 def test_after_a_streak_of_skips_one_frame_is_taken_lean():
     c = _controller((("pose", "normal"),), chain_ms=10.0, warmup_ms=1e9)   # (no step of its rate meanwhile)
     ahead = tuple(Work(40.0, 20.0, "normal", False) for _ in range(4))
