@@ -19,7 +19,7 @@ what the cores can give, so that a bar no scheduler could meet is shown as such 
   no deadline is ever missed for want of a free worker, no frame costs more than alone, and the cores 100 %
   busy: a real schedule reaches less.
 
-    python benchmarks/streams_bound.py [--seconds 4] [--apps held_out xr]
+    python benchmarks/streams_bound.py [--seconds 4] [--apps held_out xr] [--target users2=81.6]
 
 A cell whose floors alone need more than the capacity cannot meet its bar on this host, whatever the
 scheduler; a cell whose best mean is below the bar's mean line cannot either.
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
 import threading
@@ -95,6 +96,22 @@ def bound(streams: list[StreamCost], users: int, floor: float, capacity_ms_per_s
     mean = 100.0 * sum(shares) / len(shares) if need <= capacity_ms_per_s else float("nan")
     per = {s.name: round(100.0 * x, 1) for s, x in zip(streams, shares[:len(streams)])}
     return Bound(need, capacity_ms_per_s, mean, per)
+
+
+def demand_for_mean(streams: list[StreamCost], users: int, floor: float, mean_pct: float) -> float:
+    """The least demand (core-ms/s) that meets the floors of :func:`bound` and a mean over streams of ``mean_pct``
+    (filling the streams cheapest per point first; inf when even every frame of every stream falls short)."""
+    every = [s for _ in range(users) for s in streams]
+    shares = [CRITICAL_SHARE if s.level == "critical" else floor for s in every]
+    need = sum(x * s.full_ms_per_s for x, s in zip(shares, every))
+    points = mean_pct / 100.0 * len(every) - sum(shares)   # share points still to add
+    for i in sorted(range(len(every)), key=lambda i: every[i].full_ms_per_s):
+        if points <= 0:
+            break
+        add = min(1.0 - shares[i], points)
+        need += add * every[i].full_ms_per_s
+        points -= add
+    return need if points <= 1e-9 else math.inf
 
 
 def _trace_work_per_frame(trace: Path, frames: int) -> float:
@@ -214,7 +231,7 @@ def two_thread_capacity(files: list[Path], seconds: float) -> tuple[float, float
     return max(rate(2), rate(2)), max(rate(1), rate(1))   # (the larger of two: an upper bound on what they give)
 
 
-def report(app: str, costs: list[StreamCost], capacity: float, one: float) -> None:
+def report(app: str, costs: list[StreamCost], capacity: float, one: float, targets: dict[str, float]) -> None:
     print(f"\n{app}: work per frame, each stream alone (ms) and its demand at every frame (core-ms/s)")
     for s in costs:
         print(f"  {s.name:13s} {s.level:8s} {s.fps:4.0f} fps  {s.work_ms:6.2f} ms/frame  {s.full_ms_per_s:6.0f} ms/s")
@@ -233,18 +250,25 @@ def report(app: str, costs: list[StreamCost], capacity: float, one: float) -> No
               f"{b.floors_ms_per_s:.0f} of {cap:.0f} ms/s ({100 * b.floors_ms_per_s / cap:.0f} %), {verdict}; {best}"
               + (f" (user 1: {b.shares}); with the cores 90 / 80 % busy: {busy[0]:.1f} / {busy[1]:.1f} %"
                  if b.floors_fit else "") + f"; at 2,000 ms/s: {ideal:.1f} %")
+        if cell in targets:
+            need = demand_for_mean(costs, users, floor, targets[cell])
+            print(f"          and a mean of {targets[cell]:.1f} %: {need:.0f} ms/s, {100 * need / cap:.0f} % of the capacity "
+                  f"busy on frames that end on time")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=4.0, help="frames per stream: this many seconds' worth")
     ap.add_argument("--apps", nargs="+", default=["held_out", "xr"], choices=["held_out", "xr"])
+    ap.add_argument("--target", nargs="*", default=[], metavar="CELL=MEAN",
+                    help="also the demand a bar's mean line asks in a cell (e.g. users2=81.6: plain threads' + 10)")
     args = ap.parse_args(argv)
+    targets = {k: float(v) for k, v in (t.split("=", 1) for t in args.target)}
     print(host_line())
     for app in args.apps:
         costs, files = held_out_costs(args.seconds) if app == "held_out" else xr_costs(args.seconds)
         capacity, one = two_thread_capacity(files, max(2.0, args.seconds / 2))
-        report("held-out app" if app == "held_out" else "XR demo", costs, capacity, one)
+        report("held-out app" if app == "held_out" else "XR demo", costs, capacity, one, targets)
     return 0
 
 
