@@ -20,8 +20,9 @@ drops a frame while the previous one still runs (MediaPipe's FlowLimiter). Both 
 
 Cells: ``hog1`` (one user beside a busy process), ``users2`` (two users, ten streams, idle host). Per
 stream and run: ``on time %`` (frames whose whole chain ended within the period it ran at, out of
-``seconds × fps`` expected) and ``late %`` (frames taken whose chain ended after their deadline, out of
-those taken); per cell the mean over streams, the median of the runs. ``--unprivileged`` runs edgert
+``seconds × fps`` expected) and ``late %`` (frames taken whose chain ran to its end after their deadline,
+out of those taken; a frame whose request edgert dropped, as it could no longer end in time, is neither on
+time nor late: ``-v`` counts them); per cell the mean over streams, the median of the runs. ``--unprivileged`` runs edgert
 without ``CAP_SYS_NICE`` (``capsh --drop``; where it is missing the runtime reports thread priorities off).
 
     python benchmarks/streams_app.py --cells hog1 users2 --runs 2 --seconds 10 [--unprivileged]
@@ -127,6 +128,7 @@ class Tally:
     taken: int = 0
     on_time: int = 0
     late: int = 0
+    dropped: int = 0      # frames taken whose request edgert dropped or failed (it could no longer end in time)
     probes: int = 0       # frames taken lean (edgert's probes after a streak of skips)
     probes_late: int = 0
     #: edgert's frames taken with a prediction: (predicted finish, end, deadline), ms on the runtime's clock
@@ -239,13 +241,16 @@ def run_edgert(files: dict[str, Path], frames: list[np.ndarray], users: int, sec
                                 print(f"      {s.name} {rt.now_ms():.0f}: {f.reason}: {f.detail}")
                             return
                         tally.taken += 1
-                        prev = None
+                        prev, statuses = None, []
                         for m, feed in zip(chain, feeds):
                             prev = models[m].submit(feed[k], after=prev).result()
+                            statuses.append(prev.status)
                     end_ms = rt.now_ms()
-                    ok = prev is not None and prev.status == "ok"
+                    ok = all(st == "ok" for st in statuses)
+                    served = all(st in ("ok", "late") for st in statuses)   # every stage ran to its end
                     tally.on_time += ok and end_ms <= f.deadline_ms
-                    tally.late += end_ms > f.deadline_ms
+                    tally.late += served and end_ms > f.deadline_ms
+                    tally.dropped += not served
                     if not math.isnan(f.decision.predicted_ms):
                         tally.predictions.append((f.decision.predicted_ms, end_ms, f.deadline_ms))
                     tally.probes += f.lean
@@ -258,7 +263,8 @@ def run_edgert(files: dict[str, Path], frames: list[np.ndarray], users: int, sec
             for s in streams:
                 st = s.stats()
                 t = tallies[s.name]
-                print(f"    {s.name}: taken {t.taken} late {t.late} (probes {t.probes}, late {t.probes_late}); "
+                print(f"    {s.name}: taken {t.taken} late {t.late} dropped {t.dropped} (probes {t.probes}, late "
+                      f"{t.probes_late}); "
                       f"{error_tail(t.predictions)}; "
                       f"shed {st['frames_shed_by']} rung {st['rung_fps']:g} chain {st['chain_ms']} ms; "
                       + "; ".join(f"{x['from_fps']:g}->{x['to_fps']:g} {x['why']}" for x in st["steps"]))

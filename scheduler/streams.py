@@ -6,12 +6,13 @@ runtime (or one simulated device) at once:
 
 * **Take or skip** (:meth:`StreamController.offer`). A frame is skipped, never served late by choice, when
   its predicted finish (behind the work already pending, queued and running that runs before it, spread
-  over the workers, then its own chain) plus a quantile of the stream's recent prediction errors is after
-  its deadline; when its chain alone is longer than its period; when the workers are saturated and its
-  work would take the admitted work past their capacity less the room critical streams need (the costliest
-  frames first; never a critical stream's while it misses frames); when it is not its turn at the stream's rate; or when ``max_in_flight`` of its frames still
-  run. Each reason is one code of :data:`REASONS`. After :data:`MAX_SHED_STREAK` skips in a row a frame is
-  taken *lean* (a probe), so that the stream's estimates stay measured.
+  over the workers, then its own chain, on what critical streams whose level acts leave of the workers)
+  plus a quantile of the stream's recent prediction errors is after its deadline; when its chain alone is
+  longer than its period; when the workers are saturated and its work would take the admitted work past
+  their capacity less the room critical streams need (the costliest frames first; never a critical
+  stream's while its level acts); when it is not its turn at the stream's rate; or when ``max_in_flight``
+  of its frames still run. Each reason is one code of :data:`REASONS`. After :data:`MAX_SHED_STREAK` skips
+  in a row a frame is taken *lean* (a probe), so that the stream's estimates stay measured.
 * **The rate ladder** (WebRTC's ``OveruseFrameDetector``, adaptive-bitrate rungs). A stream runs at one
   rung of its rates; when a stream missed at least :data:`DOWN_MISS` of its frames over :data:`WINDOW_MS`,
   one stream steps down one rung: the missing one itself when its own chain does not fit its period (a
@@ -414,7 +415,7 @@ class StreamController:
             return self._take(s, at_ms, math.nan, lean=False, now_ms=now)
         span = deadline - now
         level = self.level(name, now)
-        predicted = backlog.finish_ms(s.chain_ms, deadline, level)
+        predicted = now + (backlog.finish_ms(s.chain_ms, deadline, level) - now) * self._slowdown(s, backlog, now)
         margin = s.margin_ms(now)
         reserved = 0.0 if s.priority == "critical" else self._critical_room_ms(s, span, now)
         reason, detail = self._verdict(s, backlog, span, predicted - now, margin, reserved)
@@ -549,7 +550,7 @@ class StreamController:
         :data:`ADMIT_UTIL_MAX` of the workers less ``reserved_ms`` ("" when it would not): only while the workers
         are that busy, and a frame no costlier than the mean priced lately passes (the costliest go first)."""
         now = backlog.now_ms
-        if backlog.busy_share <= ADMIT_UTIL_MAX or self._missing_now(s, now):
+        if backlog.busy_share <= ADMIT_UTIL_MAX or self._critical_acts(s, now):
             return ""
         have = sum(w for t, w in self._admitted if t >= now - span_ms)
         mean = sum(w for _, w in self._offered) / len(self._offered) if self._offered else 0.0
@@ -560,13 +561,21 @@ class StreamController:
                 f"in {span_ms:.0f} ms > {cap:.0f} ms of capacity")
 
     @staticmethod
-    def _missing_now(s: StreamState, now_ms: float) -> bool:
-        """A critical stream missing more than :data:`UP_MISS` of its frames over the window: capacity is not what
+    def _critical_acts(s: StreamState, now_ms: float) -> bool:
+        """A critical stream whose level acts (it missed a frame within :data:`GUARD_MS`): capacity is not what
         sheds its frames then (its requests run first; the streams below it give way)."""
-        if s.priority != "critical":
-            return False
-        share, frames = s.miss_share(now_ms)
-        return frames > 0 and share > UP_MISS
+        return s.priority == "critical" and s.guarded(now_ms)
+
+    def _slowdown(self, s: StreamState, backlog: Backlog, now_ms: float) -> float:
+        """How much longer than on the whole workers a frame of ``s`` takes while critical streams that miss frames
+        (not ``s``) take their share of the workers first: their frames keep arriving and run ahead of it, so it
+        runs on what they leave (processor sharing: workers / (workers - their work per ms); at most 10)."""
+        if s.priority == "critical":
+            return 1.0
+        share = sum(c.work_ms / c.period_ms for c in self.streams.values()
+                    if c.priority == "critical" and c is not s and c.guarded(now_ms))
+        left = backlog.workers - share
+        return min(10.0, backlog.workers / left) if left > 0.1 * backlog.workers else 10.0
 
     def _critical_room_ms(self, s: StreamState, span_ms: float, now_ms: float) -> float:
         """Work (ms) the other critical streams that are missing frames need over ``span_ms``: the room kept for

@@ -104,13 +104,26 @@ def test_a_critical_stream_missing_its_frames_is_not_shed_for_capacity_while_the
         c.streams[name].in_flight = 0   # (as if it had ended)
         return d
     assert offer("pose", 0.0).taken and all(offer("seg", 0.0).taken for _ in range(3))   # 36 ms admitted
+    assert not c.streams["hands"].guarded(0.0)
     hands = offer("hands", 0.0)   # not missing: the costliest go first, critical or not
     assert (hands.taken, hands.reason) == (False, "over_capacity")
-    for k in range(5):   # hands now misses its frames over the window
-        c.streams["hands"].outcomes.append((k * 33.3 - 200.0, True))
+    assert c.streams["hands"].guarded(1.0)   # that was a miss: its level acts now
     assert offer("hands", 1.0).taken
     pose = offer("pose", 2.0)
     assert (pose.taken, pose.reason) == (False, "over_capacity")   # the others give way
+
+
+def test_a_lower_frame_is_predicted_on_what_a_critical_stream_that_misses_leaves_of_the_workers():
+    c = _controller((("hands", "critical"), ("pose", "normal")), chain_ms=20.0)   # hands: 0.6 of a worker
+    c.streams["pose"].chains.append(12.0)
+    c.streams["pose"].chain_ms = 12.0
+    assert c.offer("pose", 0.0, Backlog(0.0)).taken   # 12 ms of its 33 ms on the worker
+    c.streams["pose"].in_flight = 0
+    missed = c.offer("hands", 10.0, Backlog(10.0))
+    c.ended("hands", missed, FrameEnd(missed.deadline_ms + 1.0, True, 20.0, 20.0))
+    d = c.offer("pose", 100.0, Backlog(100.0))   # 12 ms on the 0.4 of it hands leaves: 30 ms, + its margin
+    assert d.predicted_ms == pytest.approx(100.0 + 12.0 / 0.4)
+    assert c.offer("hands", 100.0, Backlog(100.0)).predicted_ms == pytest.approx(120.0)   # (not for itself)
 
 
 def test_a_frame_whose_request_was_dropped_moves_the_margin_as_a_late_one():
