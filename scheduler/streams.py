@@ -10,7 +10,8 @@ runtime (or one simulated device) at once:
   plus a quantile of the stream's recent prediction errors is after its deadline; when its chain alone is
   longer than its period; when the workers are saturated and its work would take the admitted work past
   their capacity less the room critical streams need (the costliest frames first; never a critical
-  stream's while its level acts); when it is not its turn at the stream's rate; or when ``max_in_flight``
+  stream's while its level acts, nor one of a stream taking fewer frames than its bottom rung while that
+  rung fits its fair share of the workers); when it is not its turn at the stream's rate; or when ``max_in_flight``
   of its frames still run. Each reason is one code of :data:`REASONS`. After :data:`MAX_SHED_STREAK` skips
   in a row a frame is taken *lean* (a probe), so that the stream's estimates stay measured.
 * **The rate ladder** (WebRTC's ``OveruseFrameDetector``, adaptive-bitrate rungs). A stream runs at one
@@ -278,6 +279,7 @@ class StreamState:
     quantile: float = 0.9
     errors: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=ERRORS_KEPT))
     outcomes: deque[tuple[float, bool]] = field(default_factory=deque)   # (ms, missed)
+    takes: deque[float] = field(default_factory=deque)   # when its frames were taken (ms), over the window
     steps: deque[Step] = field(default_factory=lambda: deque(maxlen=STEPS_KEPT))
     first_ms: float | None = None
     last_ms: float = 0.0
@@ -313,6 +315,14 @@ class StreamState:
         """Its chain (on the cloud worker with ``cloud``) fits its period at ``rung``."""
         chain = self.chain_ms if not cloud else self.cloud_ms if self.cloud_ms is not None else math.inf
         return chain <= FIT_SHARE * 1000.0 / self.rates[rung]
+
+    def starved(self, now_ms: float) -> bool:
+        """It took fewer frames over the last :data:`WINDOW_MS` than its bottom rung would (a frame less, for
+        the window's edges)."""
+        q = self.takes
+        while q and q[0] < now_ms - WINDOW_MS:
+            q.popleft()
+        return len(q) < self.rates[-1] * WINDOW_MS / 1000.0 - 1.0
 
     def guarded(self, now_ms: float) -> bool:
         """It missed a frame within the last :data:`GUARD_MS`."""
@@ -552,6 +562,8 @@ class StreamController:
         now = backlog.now_ms
         if backlog.busy_share <= ADMIT_UTIL_MAX or self._critical_acts(s, now):
             return ""
+        if s.starved(now) and self._bottom_owed(s, now):   # no starvation: its bottom rung's frames go first
+            return ""
         have = sum(w for t, w in self._admitted if t >= now - span_ms)
         mean = sum(w for _, w in self._offered) / len(self._offered) if self._offered else 0.0
         cap = ADMIT_UTIL_MAX * backlog.workers * span_ms - reserved_ms
@@ -596,6 +608,7 @@ class StreamController:
               now_ms: float = -math.inf) -> Decision:
         s.taken += 1
         s.in_flight += 1
+        s.takes.append(now_ms)
         return Decision(True, "", "", at_ms + s.period_ms, s.period_ms, lean, cloud, predicted_ms,
                         self.level(s.name, now_ms))
 
@@ -717,6 +730,20 @@ class StreamController:
         by their chains as learned."""
         demand = sum(s.work_ms * s.rates[-1] for s in self.streams.values() if not s.offloaded) / 1000.0
         return demand <= FIT_SHARE * self._workers
+
+    def _bottom_owed(self, s: StreamState, now_ms: float) -> bool:
+        """Whether ``s``'s bottom rung fits its max-min fair share (water-filling) of the workers' :data:`FIT_SHARE`
+        that critical streams whose level acts leave at their rates: every stream's bottom rung when they all fit,
+        and the cheap ones' (a 10 fps detector's) when a costly one's cannot fit beside a critical stream."""
+        acting = [c for c in self.streams.values() if self._critical_acts(c, now_ms) and not c.offloaded]
+        left = FIT_SHARE * self._workers * 1000.0 - sum(c.work_ms * c.fps_now for c in acting)   # ms per second
+        demands = sorted(o.work_ms * o.rates[-1] for o in self.streams.values() if o not in acting and not o.offloaded)
+        mine = s.work_ms * s.rates[-1]
+        for k, demand in enumerate(demands):   # the cheapest first, each at most an equal share of what is left
+            if demand >= mine:
+                return mine <= left / (len(demands) - k)
+            left -= demand
+        return False
 
     def _busy_estimate(self) -> float:
         """The streams' own demand as a busy share when the driver gave none: work per second over one worker."""

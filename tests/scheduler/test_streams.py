@@ -45,6 +45,12 @@ def _frames(c: StreamController, t0: float, seconds: float, missing: str | None,
     return t
 
 
+def _fed(c: StreamController) -> None:
+    """Every stream took a frame at each of its frame times over the last window (none is starved)."""
+    for s in c.streams.values():
+        s.takes.extend(-1000.0 + k * 1000.0 / s.fps for k in range(int(s.fps)))
+
+
 def _steps(c: StreamController) -> list[S.Step]:
     return sorted((st for s in c.streams.values() for st in s.steps), key=lambda st: st.at_ms)
 
@@ -85,6 +91,7 @@ def test_a_chain_longer_than_its_period_is_not_taken():
 def test_saturated_workers_shed_the_costliest_frames_first():
     c = _controller((("pose", "normal"), ("seg", "low")), chain_ms=20.0)
     c.streams["seg"].work_ms = 5.0
+    _fed(c)
     busy = Backlog(0.0, workers=1, busy_share=0.95)
     first = c.offer("pose", 0.0, busy)   # 20 ms admitted of the 25 ms the workers may take in its 33 ms
     assert first.taken and c.offer("seg", 0.0, busy).taken
@@ -98,6 +105,7 @@ def test_saturated_workers_shed_the_costliest_frames_first():
 def test_a_critical_stream_missing_its_frames_is_not_shed_for_capacity_while_the_others_are():
     c = _controller((("hands", "critical"), ("pose", "normal"), ("seg", "low")), chain_ms=20.0)
     c.streams["pose"].work_ms, c.streams["seg"].work_ms = 30.0, 2.0
+    _fed(c)
 
     def offer(name: str, t: float) -> S.Decision:
         d = c.offer(name, t, Backlog(t, workers=2, busy_share=0.95))   # the workers take 50 ms in 33 ms
@@ -111,6 +119,37 @@ def test_a_critical_stream_missing_its_frames_is_not_shed_for_capacity_while_the
     assert offer("hands", 1.0).taken
     pose = offer("pose", 2.0)
     assert (pose.taken, pose.reason) == (False, "over_capacity")   # the others give way
+
+
+def test_a_stream_taking_fewer_frames_than_its_bottom_rung_is_not_shed_for_capacity_while_the_bottoms_fit():
+    c = _controller((("pose", "normal"), ("text", "normal")), chain_ms=10.0)
+    c.streams["pose"].work_ms, c.streams["text"].work_ms = 5.0, 30.0   # text: the costliest, 10 fps
+    c.streams["text"].rates = (10.0, 10.0 / 3.0)
+    _fed(c)
+    c.streams["text"].takes.clear()   # it has taken nothing lately
+    busy = Backlog(0.0, workers=1, busy_share=0.95)
+    for _ in range(10):   # 50 ms admitted of the 75 ms the worker may take in text's 100 ms
+        assert c.offer("pose", 0.0, busy).taken
+        c.streams["pose"].in_flight = 0
+    assert c.offer("text", 0.0, busy).taken   # starved: its bottom rung's frames go first
+    c.streams["text"].in_flight = 0
+    c.streams["text"].takes.extend([-10.0] * 3)   # (now at its bottom rung's rate)
+    d = c.offer("text", 1.0, Backlog(1.0, workers=1, busy_share=0.95))
+    assert (d.taken, d.reason) == (False, "over_capacity")
+
+
+def test_beside_a_critical_stream_that_misses_only_the_bottom_rungs_that_fit_their_share_go_first():
+    c = _controller((("hands", "critical"), ("pose", "normal"), ("text", "normal")), chain_ms=10.0)
+    c.streams["hands"].work_ms = 20.0    # at 30 fps: 600 of the 1,600 ms a second 80 % of two workers give
+    c.streams["pose"].work_ms = 100.0    # its bottom rung, 10 fps: 1,000 ms a second, more than its share
+    c.streams["text"].work_ms = 30.0     # its bottom rung, 10 fps: 300, within its share
+    c.streams["hands"].guard_until_ms = math.inf   # its level acts
+    busy = Backlog(0.0, workers=2, busy_share=0.95)
+    for _ in range(8):   # 160 ms admitted: past the 150 the workers may take in 100 ms
+        assert c.offer("hands", 0.0, busy).taken
+        c.streams["hands"].in_flight = 0
+    pose, text = c.offer("pose", 0.0, busy), c.offer("text", 0.0, busy)   # neither took a frame lately
+    assert (pose.taken, pose.reason) == (False, "over_capacity") and text.taken
 
 
 def test_a_lower_frame_is_predicted_on_what_a_critical_stream_that_misses_leaves_of_the_workers():
