@@ -30,7 +30,7 @@ import numpy as np
 
 from edgert.errors import ConfigError, InputError
 from recursion.forest import Forest
-from recursion.subgraph import SubGraph
+from recursion.subgraph import Branch, SubGraph
 
 __all__ = ["Forest", "Gather", "Group", "Plan", "make_plan"]
 
@@ -218,12 +218,22 @@ def make_plan(entry: SubGraph, forest: Forest, fields: Mapping[str, np.ndarray],
     change[1:] = ((wave_a[1:] != wave_a[:-1]) | (shard_a[1:] != shard_a[:-1]) | (sg_a[1:] != sg_a[:-1])
                   | (b_a[1:] != b_a[:-1]) | (k_a[1:] != k_a[:-1]))
     starts = np.flatnonzero(change)
-    starts = _cut_wide(starts, np.append(starts[1:], len(node_a)), max(1, int(max_rows)))
     ends = np.append(starts[1:], len(node_a))
-    gathers, deps = _group_inputs(subgraphs, forest, arity, sg_a, node_a, b_a, row_a, starts, ends, pos, rows)
-    groups = [Group(gid, int(sg_a[a]), int(b_a[a]), int(wave_a[a]), int(row_a[a]), int(row_a[z - 1]) + 1,
-                    node_a[a:z], gathers[gid], deps[gid])
-              for gid, (a, z) in enumerate(zip(starts.tolist(), ends.tolist()))]
+    pieces = -(-(ends - starts) // max(1, int(max_rows)))
+    if np.any(pieces > 1):
+        cuts = [np.linspace(a, z, k + 1).round().astype(np.int64)[:-1]
+                for a, z, k in zip(starts.tolist(), ends.tolist(), pieces.tolist())]
+        starts = np.concatenate(cuts)
+        ends = np.append(starts[1:], len(node_a))
+    producer = [np.full(r + 1, -1, dtype=np.int64) for r in rows]  # sentinel row stays -1
+    groups: list[Group] = []
+    for gid, (a, z) in enumerate(zip(starts.tolist(), ends.tolist())):
+        s, bi = int(sg_a[a]), int(b_a[a])
+        nodes = node_a[a:z]
+        r0, r1 = int(row_a[a]), int(row_a[z - 1]) + 1
+        producer[s][r0:r1] = gid
+        gathers, deps = _gathers(subgraphs[s].branches[bi], nodes, arity, subgraphs, forest, pos, rows, producer)
+        groups.append(Group(gid, s, bi, int(wave_a[a]), r0, r1, nodes, gathers, deps))
     return Plan(tuple(subgraphs), tuple(groups), tuple(rows), tuple(pos), int(forest.height.max()) + 1, shards)
 
 
@@ -374,65 +384,27 @@ def _buffer_rows(n_sg: int, sg_a: np.ndarray, node_a: np.ndarray, n: int,
     return row_a, pos, rows
 
 
-def _cut_wide(starts: np.ndarray, ends: np.ndarray, max_rows: int) -> np.ndarray:
-    """Group starts after cutting each group of more than ``max_rows`` invocations into even chunks
-    (``ceil(rows / max_rows)`` of them, sizes differing by at most one)."""
-    pieces = -(-(ends - starts) // max_rows)
-    if not np.any(pieces > 1):
-        return starts
-    of = np.repeat(np.arange(len(starts)), pieces)
-    j = np.arange(len(of)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
-    return np.round(starts[of] + j * ((ends - starts) / pieces)[of]).astype(np.int64)   # as np.linspace
+def _gathers(br: Branch, nodes: np.ndarray, arity: np.ndarray, subgraphs: list[SubGraph], forest: Forest,
+             pos: list[np.ndarray], rows: list[int],
+             producer: list[np.ndarray]) -> tuple[tuple[Gather, ...], tuple[int, ...]]:
+    """A group's input gathers (one per InvokeOp output: the buffer row of each node's k-th child, the
+    zero sentinel row where absent) and the groups it depends on (the producers of those rows)."""
+    gathers = []
+    deps: set[int] = set()
+    if br.invokes:
+        na = arity[nodes]
+        kmax = int(na.max())
+        cptr = forest.child_ptr[nodes]
+        for op in br.invokes:
+            t = subgraphs.index(op.target)
+            k = op.pad_to if op.pad_to is not None else kmax
+            cols = np.arange(k)
+            valid = cols[None, :] < na[:, None]
+            edge = np.where(valid, cptr[:, None] + cols[None, :], 0)
+            kid = forest.child_idx[edge] if len(forest.child_idx) else np.zeros_like(edge)
+            r = np.where(valid, pos[t][kid], rows[t])
+            deps.update(np.flatnonzero(np.bincount(producer[t][r].ravel() + 1)[1:]).tolist())  # -1: no producer
+            for out, name in op.outputs.items():
+                gathers.append(Gather(t, out, name, r))
+    return tuple(gathers), tuple(sorted(deps))
 
-
-def _group_inputs(subgraphs: list[SubGraph], forest: Forest, arity: np.ndarray, sg_a: np.ndarray,
-                  node_a: np.ndarray, b_a: np.ndarray, row_a: np.ndarray, starts: np.ndarray, ends: np.ndarray,
-                  pos: list[np.ndarray], rows: list[int]) -> tuple[list[tuple[Gather, ...]], list[tuple[int, ...]]]:
-    """Per group (invocations ``starts[g]:ends[g]`` of the sorted columns): its input gathers (one per
-    InvokeOp output, ``[B, K]`` buffer rows of each node's k-th child, the zero sentinel row where absent)
-    and the groups it depends on (the producers of those rows). One pass per (SubGraph, branch, InvokeOp)
-    over all its groups at once; a group's rows are a view of that pass's flat array."""
-    n_groups = len(starts)
-    lens = ends - starts
-    group_a = np.repeat(np.arange(n_groups), lens)
-    producer = [np.full(r + 1, -1, dtype=np.int64) for r in rows]     # sentinel row stays -1
-    for s in range(len(subgraphs)):
-        sel = sg_a == s
-        producer[s][row_a[sel]] = group_a[sel]
-    g_sg, g_b = sg_a[starts], b_a[starts]
-    gathers: list[list[Gather]] = [[] for _ in range(n_groups)]
-    dep_keys = []
-    for s, sg in enumerate(subgraphs):
-        for bi, br in enumerate(sg.branches):
-            gs = np.flatnonzero((g_sg == s) & (g_b == bi))
-            if not br.invokes or len(gs) == 0:
-                continue
-            n_of = lens[gs]
-            first = np.cumsum(n_of) - n_of                          # each group's first invocation here
-            inv = np.repeat(starts[gs] - first, n_of) + np.arange(int(n_of.sum()))
-            na = arity[node_a[inv]]
-            cptr = forest.child_ptr[node_a[inv]]
-            widest = np.maximum.reduceat(na, first)
-            for op in br.invokes:
-                t = subgraphs.index(op.target)
-                k_of = np.full(len(gs), op.pad_to) if op.pad_to is not None else widest
-                k_inv = np.repeat(k_of, n_of)
-                slot0 = np.cumsum(k_inv) - k_inv                     # each invocation's first slot
-                owner = np.repeat(np.arange(len(inv)), k_inv)
-                col = np.arange(len(owner)) - slot0[owner]
-                valid = col < na[owner]
-                r = np.full(len(owner), rows[t], dtype=np.int64)
-                r[valid] = pos[t][forest.child_idx[cptr[owner[valid]] + col[valid]]]
-                bounds = np.append(slot0[first], len(owner)).tolist()
-                for j, g in enumerate(gs.tolist()):
-                    m = r[bounds[j]:bounds[j + 1]].reshape(int(n_of[j]), int(k_of[j]))
-                    gathers[g].extend(Gather(t, out, name, m) for out, name in op.outputs.items())
-                made = producer[t][r]
-                dep_keys.append(np.repeat(gs, n_of * k_of)[made >= 0] * n_groups + made[made >= 0])
-    deps: list[tuple[int, ...]] = [()] * n_groups
-    if dep_keys:
-        pairs = np.unique(np.concatenate(dep_keys))
-        cut = np.searchsorted(pairs, np.arange(n_groups + 1) * n_groups)
-        made_by = (pairs % n_groups).tolist()
-        deps = [tuple(made_by[a:z]) for a, z in zip(cut[:-1].tolist(), cut[1:].tolist())]
-    return [tuple(g) for g in gathers], deps
