@@ -32,6 +32,8 @@ class CellBuilder:
         self._inits: list[onnx.TensorProto] = []
         self._inputs: list[onnx.ValueInfoProto] = []
         self._outputs: list[onnx.ValueInfoProto] = []
+        self._made: set[str] = set()         # names written by this graph's nodes
+        self._exposed: dict[str, str] = {}   # a node's output -> the graph output name it is written as
         self._n = 0
 
     def _fresh(self, hint: str) -> str:
@@ -54,16 +56,27 @@ class CellBuilder:
     def op(self, op_type: str, *inputs: str, n_out: int = 1, **attrs: object) -> str | list[str]:
         """Add a node; returns its output name (a list when ``n_out > 1``)."""
         outs = [self._fresh(op_type.lower()) for _ in range(n_out)]
+        self._made.update(outs)
         self._nodes.append(helper.make_node(op_type, list(inputs), outs, **attrs))
         return outs[0] if n_out == 1 else outs
 
     def output(self, src: str, name: str, shape: Sequence[int | str]) -> None:
-        """Expose ``src`` as graph output ``name`` (float32) with ``shape``."""
-        self._nodes.append(helper.make_node("Identity", [src], [name]))
+        """Expose ``src`` as graph output ``name`` (float32) with ``shape``.
+
+        The node that makes ``src`` writes ``name`` itself (its later uses read ``name``), so an output
+        costs no copy; an input, a constant or a value already exposed goes through an Identity.
+        """
+        if src in self._made and src not in self._exposed:
+            self._exposed[src] = name
+        else:
+            self._nodes.append(helper.make_node("Identity", [src], [name]))
         self._outputs.append(helper.make_tensor_value_info(name, FLOAT, list(shape)))
 
     def build(self) -> bytes:
         """Check and serialise the model."""
+        for node in self._nodes:
+            for names in (node.input, node.output):
+                names[:] = [self._exposed.get(x, x) for x in names]
         graph = helper.make_graph(self._nodes, self.name, self._inputs, self._outputs, self._inits)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                                   producer_name="edgert.recursion")

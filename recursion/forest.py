@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 import numpy as np
 
@@ -80,10 +80,12 @@ class Forest:
 
     def lookup(self, vocab: Mapping[str, int], unknown: int) -> np.ndarray:
         """int64 [n]: vocabulary id of each leaf's word (``unknown`` if absent), -1 for internal nodes."""
-        internal = self.child_ptr[1:] != self.child_ptr[:-1]
-        # one C-level pass over every node's word (internal nodes have None, looked up as `unknown`)
-        ids = np.fromiter(map(vocab.get, self.words, repeat(unknown)), dtype=np.int64, count=self.n)
-        ids[internal] = -1
+        ids = np.full(self.n, -1, dtype=np.int64)
+        leaves = np.flatnonzero(self.child_ptr[1:] == self.child_ptr[:-1])
+        if len(leaves):
+            # C-level passes over the leaves' words only (about half the nodes of a parse tree)
+            words = itemgetter(*leaves.tolist())(self.words) if len(leaves) > 1 else (self.words[leaves[0]],)
+            ids[leaves] = np.fromiter(map(vocab.get, words, repeat(unknown)), dtype=np.int64, count=len(leaves))
         return ids
 
     def children_of(self, nodes: np.ndarray) -> np.ndarray:

@@ -53,7 +53,10 @@ class ChildSumTreeLSTM(TreeModel):
         node = CellBuilder("child_sum_node")
         h_sum = node.reduce_sum(node.input("h_ch", FLOAT, ["B", "K", H]), 1)
         fc_sum = node.reduce_sum(node.input("fc_ch", FLOAT, ["B", "K", H]), 1)
-        i, o, u = node.split3(node.linear(h_sum, w["U_iou"], w["b_iou"], "iou"), H)
+        # a product per gate (column blocks of U_iou), not one [H, 3H] product split three ways: no copy
+        # for the split, and ONNX Runtime fuses each gate's bias and activation into its product
+        i, o, u = (node.linear(h_sum, w["U_iou"][:, g * H:(g + 1) * H], w["b_iou"][g * H:(g + 1) * H], gate)
+                   for g, gate in enumerate("iou"))
         _outputs(node, node.op("Add", node.op("Mul", node.op("Sigmoid", i), node.op("Tanh", u)), fc_sum), o, w, H)
 
         # folded, a leaf's (h, c, fc) is a row of a table over the vocabulary (V x 3H floats, as many
