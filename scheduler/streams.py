@@ -114,7 +114,9 @@ ERROR_TTL_MS = 2000.0
 #: (1 - LATE_TARGET) after one on time, so it settles where LATE_TARGET of the frames come late
 LATE_TARGET = 0.02
 QUANTILE_STEP = 0.05
-QUANTILE_RANGE = (0.5, 1.0)
+#: past 1 the margin is the largest error times the quantile: where even the largest recent error does not cover
+#: the next frame's (a busy process beside stretches a run now and then), the margin grows beyond it
+QUANTILE_RANGE = (0.5, 2.0)
 #: the busy share (0..1) of the workers over :data:`WINDOW_MS` below which no frame is shed for capacity
 ADMIT_UTIL_MAX = 0.75
 #: optional work (a detector's search for one more hand) runs only below this busy share
@@ -344,7 +346,7 @@ class StreamState:
             q.popleft()
         if len(q) < 4:
             return 0.0
-        return max(0.0, _quantile(sorted(e for _, e in q), self.quantile))
+        return max(0.0, _quantile(sorted(e for _, e in q), min(1.0, self.quantile)) * max(1.0, self.quantile))
 
     def stats(self) -> dict[str, Any]:
         """Its figures, with the keys of ``s.stats()`` (docs/design.md §11)."""

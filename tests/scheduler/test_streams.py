@@ -381,6 +381,15 @@ def test_the_margin_quantile_settles_where_the_late_target_of_frames_come_late()
     assert abs(sum(late[-10000:]) / 10000 - S.LATE_TARGET) < 0.01
 
 
+def test_past_the_largest_error_the_margin_grows_beyond_it():
+    s = _controller((("pose", "normal"),)).streams["pose"]
+    s.errors.extend((0.0, e) for e in (2.0, 4.0, 6.0, 10.0))
+    s.quantile = 1.0
+    assert s.margin_ms(0.0) == pytest.approx(10.0)
+    s.quantile = 1.5   # frames kept coming late with the largest error as the margin
+    assert s.margin_ms(0.0) == pytest.approx(15.0)
+
+
 def test_a_stream_learns_its_chain_from_its_frames():
     c = StreamController()
     c.add("kws", 10.0, "normal")
