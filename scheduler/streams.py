@@ -217,7 +217,7 @@ class FrameEnd:
 
     Attributes:
         end_ms: when its last request ended (ms on the driver's clock).
-        ok: every request it submitted ended ``ok`` (none late, dropped or failed).
+        ok: every request it submitted ran to its end, in time or late (none dropped or failed).
         work_ms: the run time of its requests, summed (ms); 0 when none ran.
         path_ms: the run time along its longest cascade (ms).
         cloud_ms: the cloud worker's expected ms for that cascade (None: no cloud, or not measured).

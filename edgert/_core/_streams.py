@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from edgert._core._frame import Frame, current_frame
-from edgert._core._result import OK
+from edgert._core._result import LATE, OK
 from edgert.errors import ConfigError
 from scheduler.priority import check as check_priority
 from scheduler.streams import REASONS, Decision, FrameEnd, StreamController
@@ -310,7 +310,7 @@ class FrameWatch:
             self.path_ms = path
             self.cloud_ms = self._clouds[req.id]
         self.work_ms += ran
-        self.ok = self.ok and status == OK
+        self.ok = self.ok and status in (OK, LATE)   # it ran to its end (late or not: the frame's end says)
         if self.open == 0 and self.exited:
             self._end()
 

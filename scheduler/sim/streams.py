@@ -324,7 +324,6 @@ class SimStreams:
         if path >= self._path[f]:
             self._path[f], self._path_cloud[f] = path, path_cloud
         self._work[f] += ms
-        self._ok[f] = self._ok[f] and end <= cols.deadline_ms[rid]
         self._ended(f, end)
 
     def dropped(self, rid: int, now: float) -> None:

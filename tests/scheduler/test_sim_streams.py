@@ -48,6 +48,11 @@ def test_overload_sheds_frames_and_a_frame_not_taken_is_a_dropped_request() -> N
     assert not_taken >= shed   # a frame's cascade stages go with it
 
 
+def test_a_frame_whose_requests_ran_past_its_deadline_is_late_not_failed() -> None:
+    per = _overloaded()["per_stream"].values()
+    assert sum(st["late"] for st in per) > 0   # (a late request made its frame count as failed before)
+
+
 def test_the_same_seed_gives_the_same_per_stream_result() -> None:
     a, b = _overloaded(seed=3), _overloaded(seed=3)
     assert a["per_stream"] == b["per_stream"]
