@@ -90,17 +90,28 @@ def _iter_outcomes(p: Path) -> Iterator[Outcome]:
                          f"latency_ms ({type(exc).__name__}: {exc})") from None
 
 
+#: how the runtime names its urgent lanes (``cpu-urgent``, ``cpu-urgent1`` …: ``Runtime(urgent_workers=)``)
+LANE_PREFIX = "cpu-urgent"
+
+
 def _kind(processor: str) -> str:
-    """``cpu1`` -> ``cpu``: a worker's processor kind from its name."""
+    """``cpu1`` -> ``cpu``: the workers whose service times are pooled, from a worker's name (an urgent lane,
+    ``cpu-urgent``, is pooled apart: it runs at another thread priority)."""
     return processor.rstrip("0123456789") or processor
+
+
+def _spec_kind(processor: str) -> str:
+    """A worker's processor kind in a profile (an urgent lane is a CPU)."""
+    return "cpu" if processor.startswith(LANE_PREFIX) else _kind(processor)
 
 
 def host_profile(outcomes: list[Outcome], name: str = "this-host", source: str = "a live run") -> DeviceProfile:
     """This host's device profile from a live run: per model and processor, p50 and p90 service time.
 
     Service time is start to end (ms) of the requests that ran (``ok`` / ``late``), pooled over the
-    workers of one kind (``cpu0`` and ``cpu1`` are one CPU). Cloud round trips are left out (a
-    profile's cloud has its own section).
+    workers of one kind (``cpu0`` and ``cpu1`` are one CPU; the urgent lanes apart). Cloud round trips are
+    left out (a profile's cloud has its own section). An urgent lane (``cpu-urgent``) is a processor with
+    ``urgent`` set, so that the simulator keeps it for critical and high requests as the runtime does.
 
     Raises:
         TraceError: no request of the trace ran on a local processor.
@@ -123,7 +134,7 @@ def host_profile(outcomes: list[Outcome], name: str = "this-host", source: str =
                 p50.setdefault(model, {})[p] = round(float(np.percentile(xs, 50)), 4)
                 p90.setdefault(model, {})[p] = round(float(np.percentile(xs, 90)), 4)
     return DeviceProfile(
-        name=name, processors=[ProcessorSpec(p, _kind(p)) for p in procs], latency_ms=p50, latency_p90_ms=p90,
+        name=name, processors=[ProcessorSpec(p, _spec_kind(p), urgent=p.startswith(LANE_PREFIX)) for p in procs], latency_ms=p50, latency_p90_ms=p90,
         description=f"service times measured on this host during {source}",
         sources={"latency_ms/*": f"measured on this host: p50 start-to-end time of the requests of {source}, "
                                  "pooled over the workers of one kind",

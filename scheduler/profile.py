@@ -19,6 +19,10 @@ JSON shape::
       "sources": {"latency_ms/hand/cpu0": "measured on ... with ...", "host": "..."}
     }
 
+A processor may say ``"urgent": true``: it is an urgent lane of the runtime (``Runtime(urgent_workers=)``, named
+``cpu-urgent``), which runs only critical and high requests unless the streams open it to any work; the
+simulator keeps it so (``edgert profile --from-trace`` marks the lanes of the run it reads).
+
 ``background`` (optional) is the share (0 <= share < 1) of a processor's time that other processes take (a
 busy neighbour on that core): the simulator stretches every run there to ``latency / (1 - share)``, the time
 it takes when the scheduler gives the runs only the rest (``latency_ms`` stays what an idle processor does).
@@ -52,11 +56,13 @@ from scheduler.types import PROCESSOR_KINDS
 @dataclass(frozen=True, slots=True)
 class ProcessorSpec:
     """A processor of a device: unique ``name``, a ``kind`` from PROCESSOR_KINDS, and the memory it has for
-    models (MB; None: not limited)."""
+    models (MB; None: not limited). ``urgent``: an urgent lane (``Runtime(urgent_workers=)``): it runs only
+    critical and high requests, unless the streams open it to any work."""
 
     name: str
     kind: str
     memory_mb: float | None = None
+    urgent: bool = False
 
 
 @dataclass(slots=True)
@@ -111,7 +117,8 @@ class DeviceProfile:
             "name": self.name,
             "description": self.description,
             "processors": [{"name": p.name, "kind": p.kind,
-                            **({} if p.memory_mb is None else {"memory_mb": p.memory_mb})} for p in self.processors],
+                            **({} if p.memory_mb is None else {"memory_mb": p.memory_mb}),
+                            **({"urgent": True} if p.urgent else {})} for p in self.processors],
             "latency_ms": self.latency_ms,
         }
         if self.latency_p90_ms:
@@ -261,8 +268,12 @@ def _processors(raw: Any, bad: Any) -> list[ProcessorSpec]:
         if p["kind"] not in PROCESSOR_KINDS:
             raise bad(f"processors[{i}].kind {_kind(p['kind'])} is not one of {', '.join(PROCESSOR_KINDS)}")
         mem = p.get("memory_mb")
+        urgent = p.get("urgent", False)
+        if not isinstance(urgent, bool):
+            raise bad(f"processors[{i}].urgent must be true or false (an urgent lane), got {_kind(urgent)}")
         procs.append(ProcessorSpec(p["name"], p["kind"],
-                                   None if mem is None else _megabytes(mem, f"processors[{i}].memory_mb", bad)))
+                                   None if mem is None else _megabytes(mem, f"processors[{i}].memory_mb", bad),
+                                   urgent))
     if len({p.name for p in procs}) != len(procs):
         raise bad("processor names must be unique")
     return procs

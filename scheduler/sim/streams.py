@@ -219,6 +219,7 @@ class SimStreams:
         self.controller = StreamController()
         procs = sim.processors
         self._local = [p for p in procs if p.kind != "cloud"]
+        self._lanes = sum(p.urgent for p in self._local)   # urgent lanes among them
         self._cloud = next((p.name for p in procs if p.kind == "cloud"), None)
         for s in plan.streams:
             self.controller.add(s.name, s.fps, s.priority, s.rates, s.offload and self._cloud is not None,
@@ -243,15 +244,22 @@ class SimStreams:
     # -- the Backlog ---------------------------------------------------------------------------------
     def busy_share(self, now: float) -> float:
         """The local processors' busy share over the last :data:`~scheduler.streams.WINDOW_MS`: run ms ended in
-        that window over the window times those processors (as the live dispatcher counts it)."""
+        that window over the window times the processors that take any work (the urgent lanes too while they are
+        open), as the live dispatcher counts it (more than 1 when the lanes helped)."""
         runs = self._runs
         while runs and runs[0][0] < now - WINDOW_MS:
             runs.popleft()
-        return sum(ms for _, ms in runs) / (WINDOW_MS * max(1, len(self._local)))
+        return sum(ms for _, ms in runs) / (WINDOW_MS * max(1, len(self._local) - self._closed_lanes()))
+
+    def _closed_lanes(self) -> int:
+        """The urgent lanes kept for critical and high work now (0 while the streams open them to any work)."""
+        return 0 if self.sim.lanes_open else self._lanes
 
     def backlog(self, now: float) -> Backlog:
         """The simulation's work at ``now`` as the controller reads it: every request pending (its fastest expected
-        run), queued on a local processor (its expected run there) or running there (its expected run left)."""
+        run), queued on a local processor (its expected run there) or running there (its expected run left); the
+        processors that take any work and the urgent lanes kept for urgent work (an open lane is capacity like the
+        rest), as the live dispatcher's ``backlog_locked``."""
         sim = self.sim
         cols = sim.request_columns
         exp = sim.estimator.expected_ms
@@ -265,7 +273,9 @@ class SimStreams:
             for rid in p.running:
                 left = (exp(cols.model[rid], p.name) or 0.0) - (now - start[rid])
                 work.append(Work(max(0.0, left), cols.deadline_ms[rid], cols.priority[rid], True))
-        return Backlog(now, max(1, len(self._local)), 0, self.busy_share(now), tuple(work), self._cloud is not None)
+        lanes = self._closed_lanes()
+        return Backlog(now, max(1, len(self._local) - lanes), lanes, self.busy_share(now), tuple(work),
+                       self._cloud is not None)
 
     def _fastest_ms(self, rid: int) -> float:
         exp = self.sim.estimator.expected_ms
@@ -287,6 +297,7 @@ class SimStreams:
             if d is None:
                 name = plan.streams[plan.frame_stream[f]].name
                 d = self.decisions[f] = self.controller.offer(name, plan.frame_at[f], self.backlog(now))
+                sim.lanes_open = not self.controller.urgent(now)   # as the live stream's offer sets it
                 if d.taken:
                     self._apply(f, d)
             if d.taken:

@@ -193,3 +193,47 @@ def test_the_simulator_drives_the_one_controller(monkeypatch: pytest.MonkeyPatch
     (ctl,) = made
     assert any(w for what, a, _ in ctl.log if what == "offer" for w in [a[2].work])   # it saw the queues
     assert replay_into_a_fresh_controller(ctl.log) > 500
+
+
+# -- urgent lanes ---------------------------------------------------------------------------------------
+def _lane_profile() -> DeviceProfile:
+    return DeviceProfile("two-cores-and-a-lane",
+                         [ProcessorSpec("cpu-urgent", "cpu", urgent=True), ProcessorSpec("cpu0", "cpu"),
+                          ProcessorSpec("cpu1", "cpu")],
+                         {"palm": {p: 6.0 for p in ("cpu-urgent", "cpu0", "cpu1")},
+                          "hand": {p: 8.0 for p in ("cpu-urgent", "cpu0", "cpu1")}})
+
+
+def test_a_profile_keeps_its_urgent_lane_through_json() -> None:
+    prof = _lane_profile()
+    raw = prof.to_json()
+    assert raw["processors"][0] == {"name": "cpu-urgent", "kind": "cpu", "urgent": True}
+    assert "urgent" not in raw["processors"][1]
+    assert DeviceProfile.from_json(raw).processors == prof.processors
+    raw["processors"][0]["urgent"] = "yes"
+    with pytest.raises(ValueError, match=r"processors\[0\].urgent must be true or false"):
+        DeviceProfile.from_json(raw)
+
+
+def test_an_urgent_lane_runs_only_critical_and_high_requests_while_it_is_closed(tmp_path: Path) -> None:
+    for level, lane_runs in (("normal", False), ("low", False), ("high", True), ("critical", True)):
+        trace = tmp_path / f"{level}.jsonl"   # bursts of six at once on three processors, no streams: lanes closed
+        trace.write_text("".join(json.dumps({"t_ms": 40.0 * (i // 6), "model": "palm", "slo_ms": 200.0,
+                                             "id": f"r{i}", "priority": level}) + "\n" for i in range(60)))
+        s = run_simulation(SimConfig(trace=trace, profile=_lane_profile())).summary()
+        assert (s["per_processor"]["cpu-urgent"]["requests"] > 0) is lane_runs, level
+        assert s["per_processor"]["cpu0"]["requests"] > 0
+
+
+def test_the_controller_sees_the_lanes_as_the_live_dispatcher_counts_them(monkeypatch: pytest.MonkeyPatch,
+                                                                           tmp_path: Path) -> None:
+    made: list[RecordingController] = []
+
+    def make() -> RecordingController:
+        made.append(RecordingController())
+        return made[-1]
+
+    monkeypatch.setattr(sim_streams, "StreamController", make)
+    run_simulation(SimConfig(trace=_trace(tmp_path / "t.jsonl", taken_every=1), profile=_lane_profile(), load=4.0))
+    seen = {(b.workers, b.lanes) for what, a, _ in made[0].log if what == "offer" for b in [a[2]]}
+    assert seen <= {(3, 0), (2, 1)} and (3, 0) in seen   # an open lane is capacity like the rest
