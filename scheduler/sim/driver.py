@@ -323,7 +323,8 @@ class Simulation:
         if p.queue:
             self._start_run(p, p.dequeue(self._mcode), now)
         p.view = None   # changed: rebuilt before the next decision
-        self._stages_after(rid, now)
+        if self._children[rid] is not None:   # (most requests end no cascade: no call)
+            self._stages_after(rid, now)
         if self.streams is not None:
             self.streams.ran(rid, p, self._start[rid], now)
 
