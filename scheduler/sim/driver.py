@@ -140,7 +140,7 @@ class Simulation:
                  "decisions", "events", "_out", "_ready", "_start", "_end", "_dropped", "_proc", "_reasons", "_done",
                  "_children", "_pending", "_heap", "_seq", "_mcode", "_cols", "_expected", "_views", "_pviews",
                  "_unplaced", "_groups_done", "_start_a", "_end_a", "_where", "_on_tick", "_tick_every", "plan",
-                 "streams", "_not_urgent", "lanes_open")
+                 "streams", "_not_urgent", "lanes_open", "_shared")
 
     def __init__(self, workload: Workload, profile: DeviceProfile, policy: Policy, *, seed: int = 0,
                  noise: float = 0.1, cloud_noise: float = 0.2, offload: bool = True, cloud_slots: int = 4,
@@ -162,6 +162,9 @@ class Simulation:
         #: with urgent lanes, every other processor's name (what a request below high may run on while the lanes
         #: are closed, as the live runtime restricts it); None: no lane
         self._not_urgent = tuple(p.name for p in procs if not p.urgent) if any(p.urgent for p in procs) else None
+        #: the CPU processors that share the profile's ``cpu_cores`` (None: each has a core of its own)
+        cpus = [p for p in procs if p.kind == "cpu"]
+        self._shared = cpus if profile.cpu_cores is not None and len(cpus) > profile.cpu_cores else None
         #: the urgent lanes take any work (set by the streams while none of them needs its urgent level, as live)
         self.lanes_open = False
         lat, table = latency_table(profile, procs, noise, cloud_noise, profile.cloud if offload else None)
@@ -351,11 +354,19 @@ class Simulation:
         ms = p.run_times[m].run_ms(rid)   # type: ignore[union-attr]  # (placed only where supported)
         if self.heat is not None:
             ms = self.heat.start(p.index, m, ms, now)
+        if self._shared is not None and p.kind == "cpu":
+            ms *= self._core_share(p)
         s = now if self._no_hand else now + self._hand[rid]   # (now + 0.0 is now: no float made)
         self._start[rid] = s
         self._proc[rid] = p
         p.running.append(rid)
         self._push(s + ms, RUN_END, rid)
+
+    def _core_share(self, p: SimProcessor) -> float:
+        """How much longer a run starting on CPU processor ``p`` takes while more CPU processors run (``p`` with
+        them) than the profile's ``cpu_cores``: that many runs share the cores evenly (1.0: a core of its own)."""
+        others = [q for q in self._shared or () if q is not p and q.running]
+        return max(1.0, (1 + len(others)) / (self.profile.cpu_cores or 1))
 
     def _decide(self, now: float) -> None:
         """One policy decision over the pending requests and the processors' views (rebuilt where changed), applied

@@ -237,3 +237,23 @@ def test_the_controller_sees_the_lanes_as_the_live_dispatcher_counts_them(monkey
     run_simulation(SimConfig(trace=_trace(tmp_path / "t.jsonl", taken_every=1), profile=_lane_profile(), load=4.0))
     seen = {(b.workers, b.lanes) for what, a, _ in made[0].log if what == "offer" for b in [a[2]]}
     assert seen <= {(3, 0), (2, 1)} and (3, 0) in seen   # an open lane is capacity like the rest
+
+
+# -- CPU processors sharing fewer cores -------------------------------------------------------------------
+def test_cpu_processors_sharing_fewer_cores_run_slower_together(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"   # two requests at once on two CPU processors, then one alone
+    trace.write_text("".join(json.dumps({"t_ms": t, "model": "palm", "slo_ms": 100.0, "id": f"r{i}"}) + "\n"
+                             for i, t in enumerate([0.0, 0.0, 50.0])))
+    prof = _profile()
+    ends = {}
+    for cores in (None, 1):
+        prof.cpu_cores = cores
+        out = run_simulation(SimConfig(trace=trace, profile=prof, noise=0.0, thermal=False)).outcome
+        ends[cores] = sorted(round(float(e - s), 6) for s, e in zip(out.start_ms, out.end_ms))
+    assert ends[None] == [6.0, 6.0, 6.0]
+    assert ends[1] == [6.0, 6.0, 12.0]   # the second to start shares the one core; the third runs alone
+    raw = prof.to_json()
+    assert raw["cpu_cores"] == 1 and DeviceProfile.from_json(raw).cpu_cores == 1
+    raw["cpu_cores"] = 0
+    with pytest.raises(ValueError, match="cpu_cores is the number of CPU cores"):
+        DeviceProfile.from_json(raw)
