@@ -257,3 +257,19 @@ def test_cpu_processors_sharing_fewer_cores_run_slower_together(tmp_path: Path) 
     raw["cpu_cores"] = 0
     with pytest.raises(ValueError, match="cpu_cores is the number of CPU cores"):
         DeviceProfile.from_json(raw)
+
+
+# -- an app that waits for its frames -------------------------------------------------------------------
+def test_a_trace_streams_app_that_waits_for_its_frames_is_replayed_waiting(tmp_path: Path) -> None:
+    slow = DeviceProfile("one-slow-core", [ProcessorSpec("cpu0", "cpu")], {"palm": {"cpu0": 30.0},
+                                                                           "hand": {"cpu0": 30.0}})
+    waits = _trace(tmp_path / "w.jsonl", taken_every=1)   # live, no frame was skipped in_flight: the app waits
+    assert parse_trace(waits.read_text().splitlines(), "w").stream_specs["hands"].waits
+    st = run_simulation(SimConfig(trace=waits, profile=slow)).summary()["per_stream"]["hands"]
+    assert st["frames"] == 60 and "in_flight" not in st["frames_shed_by"]   # each offered once its previous ended
+    overlaps = tmp_path / "o.jsonl"   # one frame skipped in_flight live: the app offers frames while one runs
+    overlaps.write_text(waits.read_text().replace('"taken": true, "reason": ""', '"taken": false, "reason": '
+                                                  '"in_flight"', 1))
+    assert not parse_trace(overlaps.read_text().splitlines(), "o").stream_specs["hands"].waits
+    st = run_simulation(SimConfig(trace=overlaps, profile=slow)).summary()["per_stream"]["hands"]
+    assert st["frames"] == 60 and st["frames_shed_by"].get("in_flight", 0) > 0
