@@ -33,7 +33,7 @@ without ``CAP_SYS_NICE`` (``capsh --drop``; where it is missing the runtime repo
 frame records) and replayed, whether each replay lies within the live runs' range widened by 5 points, and
 the median over runs of the mean over streams, live and replayed::
 
-    python benchmarks/streams_app.py --cells users2 --runs 3 --seconds 10 --systems edgert --replay
+    python benchmarks/streams_app.py --cells users2 --runs 3 --seconds 10 --systems edgert --replay [--seeds 4]
 """
 
 from __future__ import annotations
@@ -313,34 +313,43 @@ def cell(system: str, files: dict[str, Path], frames: list[np.ndarray], users: i
     return on, late, note
 
 
-def replayed(traces: list[Path]) -> None:
-    """Each run replayed from its own trace on the profile made from it (see the module doc), set beside it."""
+def replayed(traces: list[Path], seeds: int = 1) -> None:
+    """Each run replayed from its own trace on the profile made from it (see the module doc), set beside it;
+    with ``seeds`` > 1 the replays again with seeds 1 .. seeds - 1, summed up (the replay's own spread)."""
     from edgert._replay import host_profile, read_outcomes  # noqa: PLC0415
     from edgert.sweep import sim_config  # noqa: PLC0415
     from scheduler.sim import run_simulation  # noqa: PLC0415
     from sim_fidelity import live_streams  # noqa: PLC0415
 
-    live, sim = [], []
-    for trace in traces:
-        outcomes = read_outcomes(trace)
-        cfg = sim_config(scenario=None, trace=trace, device="host", scheduler=None, objective=None, load=1.0,
-                         duration_s=None, seed=0, burst=None, live=outcomes)
-        cfg.profile, cfg.offload = host_profile(outcomes), False
-        per = run_simulation(cfg).summary()["per_stream"]
-        live.append({k: 100.0 * on / n for k, (n, on, _, _) in live_streams(trace).items()})
-        sim.append({k: 100.0 * v["on_time"] / max(1, v["frames"]) for k, v in per.items()})
-    inside = 0
-    print("\nreplayed: per stream, on-time % of frames offered, live | replay per run; live range +- 5 holds it?")
-    for st in sorted(live[0]):
-        lo, hi = min(x[st] for x in live), max(x[st] for x in live)
-        ok = all(lo - 5 <= y[st] <= hi + 5 for y in sim)
-        inside += ok
-        print(f"  {st:16s} " + "  ".join(f"{x[st]:5.1f} | {y[st]:5.1f}" for x, y in zip(live, sim))
-              + f"  spread {hi - lo:4.1f}  {'yes' if ok else 'no'}")
+    live = [{k: 100.0 * on / n for k, (n, on, _, _) in live_streams(trace).items()} for trace in traces]
+    streams = sorted(live[0])
+    ranges = {st: (min(x[st] for x in live), max(x[st] for x in live)) for st in streams}
     ml = statistics.median(statistics.fmean(x.values()) for x in live)
-    ms = statistics.median(statistics.fmean(y.values()) for y in sim)
-    print(f"  {inside} of {len(live[0])} streams within the live range +- 5; median mean over streams: live "
-          f"{ml:.1f} %, replay {ms:.1f} % ({ms - ml:+.1f} points)")
+    checks, medians = 0, []
+    for seed in range(seeds):
+        sim = []
+        for trace in traces:
+            outcomes = read_outcomes(trace)
+            cfg = sim_config(scenario=None, trace=trace, device="host", scheduler=None, objective=None, load=1.0,
+                             duration_s=None, seed=seed, burst=None, live=outcomes)
+            cfg.profile, cfg.offload = host_profile(outcomes), False
+            per = run_simulation(cfg).summary()["per_stream"]
+            sim.append({k: 100.0 * v["on_time"] / max(1, v["frames"]) for k, v in per.items()})
+        inside = {st: all(ranges[st][0] - 5 <= y[st] <= ranges[st][1] + 5 for y in sim) for st in streams}
+        ms = statistics.median(statistics.fmean(y.values()) for y in sim)
+        checks += sum(inside.values())
+        medians.append(ms - ml)
+        if seed == 0:
+            print("\nreplayed: per stream, on-time % of frames offered, live | replay per run; live range +- 5 holds it?")
+            for st in streams:
+                lo, hi = ranges[st]
+                print(f"  {st:16s} " + "  ".join(f"{x[st]:5.1f} | {y[st]:5.1f}" for x, y in zip(live, sim))
+                      + f"  spread {hi - lo:4.1f}  {'yes' if inside[st] else 'no'}")
+            print(f"  {sum(inside.values())} of {len(streams)} streams within the live range +- 5; median mean over "
+                  f"streams: live {ml:.1f} %, replay {ms:.1f} % ({ms - ml:+.1f} points)")
+    if seeds > 1:
+        print(f"  seeds 0-{seeds - 1}: {checks} of {seeds * len(streams)} stream checks within the live range +- 5; "
+              f"replay median - live median {min(medians):+.1f} .. {max(medians):+.1f} points")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -353,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="run it again as a process without CAP_SYS_NICE (capsh --drop=cap_sys_nice)")
     ap.add_argument("--no-privileged", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--replay", action="store_true", help="replay each edgert run from its trace (see the doc)")
+    ap.add_argument("--seeds", type=int, default=1, help="--replay: replay with seeds 0 .. N-1 (default 1)")
     ap.add_argument("--verbose", "-v", action="count", default=0,
                     help="after each edgert run, each stream's sheds and steps (-vv: every frame not taken, why)")
     args = ap.parse_args(argv)
@@ -390,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {system:7s} mean {statistics.median(means):5.1f} (runs {', '.join(f'{m:.1f}' for m in means)}): " +
                       ", ".join(f"{n} {med[n]:.1f}/{worst_late[n]:.1f}" for n in streams))
             if traces:
-                replayed(traces)
+                replayed(traces, args.seeds)
             if set(results) == {"plain", "edgert"}:
                 mp_mean = statistics.median(statistics.fmean(r[0].values()) for r in results["plain"])
                 ed_mean = statistics.median(statistics.fmean(r[0].values()) for r in results["edgert"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,17 +91,32 @@ def _iter_outcomes(p: Path) -> Iterator[Outcome]:
                          f"latency_ms ({type(exc).__name__}: {exc})") from None
 
 
+#: how the runtime names its urgent lanes (``cpu-urgent``, ``cpu-urgent1`` …: ``Runtime(urgent_workers=)``)
+LANE_PREFIX = "cpu-urgent"
+
+
 def _kind(processor: str) -> str:
-    """``cpu1`` -> ``cpu``: a worker's processor kind from its name."""
+    """``cpu1`` -> ``cpu``: the workers whose service times are pooled, from a worker's name (an urgent lane,
+    ``cpu-urgent``, is pooled apart: it runs at another thread priority)."""
     return processor.rstrip("0123456789") or processor
 
 
-def host_profile(outcomes: list[Outcome], name: str = "this-host", source: str = "a live run") -> DeviceProfile:
+def _spec_kind(processor: str) -> str:
+    """A worker's processor kind in a profile (an urgent lane is a CPU)."""
+    return "cpu" if processor.startswith(LANE_PREFIX) else _kind(processor)
+
+
+def host_profile(outcomes: list[Outcome], name: str = "this-host", source: str = "a live run",
+                 cores: int | None = None) -> DeviceProfile:
     """This host's device profile from a live run: per model and processor, p50 and p90 service time.
 
     Service time is start to end (ms) of the requests that ran (``ok`` / ``late``), pooled over the
-    workers of one kind (``cpu0`` and ``cpu1`` are one CPU). Cloud round trips are left out (a
-    profile's cloud has its own section).
+    workers of one kind (``cpu0`` and ``cpu1`` are one CPU; the urgent lanes apart). Cloud round trips are
+    left out (a profile's cloud has its own section). An urgent lane (``cpu-urgent``) is a processor with
+    ``urgent`` set, so that the simulator keeps it for critical and high requests as the runtime does.
+    With more CPU workers than ``cores`` (default: this host's), each CPU run's time is divided by its share
+    of the cores at its start (:func:`_core_shares`) and the profile says ``cpu_cores``, so that the
+    simulator stretches a run where the contention is rather than every run by its average.
 
     Raises:
         TraceError: no request of the trace ran on a local processor.
@@ -112,9 +128,16 @@ def host_profile(outcomes: list[Outcome], name: str = "this-host", source: str =
         raise TraceError("the trace has no request that ran on this host's processors (was it written by "
                          "a live run? lines need status, processor and latency_ms)")
     procs = sorted({o.processor for o in ran})
+    cpus = [p for p in procs if _spec_kind(p) == "cpu"]
+    cores = (os.cpu_count() or 1) if cores is None else cores
+    shared = len(cpus) > cores   # more CPU workers than cores: each run's time taken apart from its contention
+    share = _core_shares(ran, cores) if shared else None
     svc: dict[tuple[str, str], list[float]] = {}
-    for o in ran:
-        svc.setdefault((o.model, _kind(o.processor)), []).append(o.latency_ms - o.wait_ms)
+    for i, o in enumerate(ran):
+        ms = o.latency_ms - o.wait_ms
+        if share is not None and _spec_kind(o.processor) == "cpu":
+            ms /= share[i]
+        svc.setdefault((o.model, _kind(o.processor)), []).append(ms)
     p50: dict[str, dict[str, float]] = {}
     p90: dict[str, dict[str, float]] = {}
     for (model, kind), xs in sorted(svc.items()):
@@ -123,11 +146,30 @@ def host_profile(outcomes: list[Outcome], name: str = "this-host", source: str =
                 p50.setdefault(model, {})[p] = round(float(np.percentile(xs, 50)), 4)
                 p90.setdefault(model, {})[p] = round(float(np.percentile(xs, 90)), 4)
     return DeviceProfile(
-        name=name, processors=[ProcessorSpec(p, _kind(p)) for p in procs], latency_ms=p50, latency_p90_ms=p90,
+        name=name, processors=[ProcessorSpec(p, _spec_kind(p), urgent=p.startswith(LANE_PREFIX)) for p in procs],
+        latency_ms=p50, latency_p90_ms=p90, cpu_cores=cores if shared else None,
         description=f"service times measured on this host during {source}",
         sources={"latency_ms/*": f"measured on this host: p50 start-to-end time of the requests of {source}, "
                                  "pooled over the workers of one kind",
                  "latency_p90_ms/*": "measured on this host: p90 of the same"})
+
+
+def _core_shares(ran: list[Outcome], cores: int) -> list[float]:
+    """By run of ``ran``: how much longer it took for sharing ``cores`` CPU cores with the CPU runs beside it, as
+    the simulator stretches a run (``DeviceProfile.cpu_cores``): the runs in progress at its start, itself
+    included, over the cores (at least 1.0)."""
+    cpu = [o for o in ran if _spec_kind(o.processor) == "cpu"]
+    starts = np.sort(np.array([o.start_ms for o in cpu]))
+    ends = np.sort(np.array([o.end_ms for o in cpu]))
+    out = []
+    for o in ran:
+        if _spec_kind(o.processor) != "cpu":
+            out.append(1.0)
+            continue
+        t = o.start_ms   # runs started by t (itself included) less those ended by t
+        running = int(np.searchsorted(starts, t, "right")) - int(np.searchsorted(ends, t, "right"))
+        out.append(max(1.0, running / cores))
+    return out
 
 
 def never_ran(outcomes: list[Outcome]) -> dict[str, str]:

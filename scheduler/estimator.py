@@ -60,15 +60,10 @@ class LatencyEstimator:
 
     def update(self, model: str, processor: str, measured_ms: float) -> float:
         """Fold one measured latency (ms) into the moving average; return the new estimate. A pair
-        measured before it was ever seeded takes that measurement as its prior too."""
-        return self.update_shared(model, processor, (), measured_ms)
+        measured before it was ever seeded takes that measurement as its prior too.
 
-    def update_shared(self, model: str, processor: str, peers: tuple[str, ...], measured_ms: float) -> float:
-        """:meth:`update` ``processor``'s estimate and give each of ``peers`` it already knows the same value
-        (processors that are one, seen as several slots: one moving average over all their runs); the new ms.
-
-        The one place the moving average is written: the live runtime calls it after every run, the
-        simulator (through :meth:`update`) after every simulated run."""
+        The one place the moving average is written: the simulator calls it after every simulated run, the live
+        runtime (through :meth:`update_shared`) after every run."""
         key = (model, processor)
         table = self._ms
         old = table.get(key)
@@ -78,6 +73,13 @@ class LatencyEstimator:
         else:
             new = old + self.alpha * (measured_ms - old)
         table[key] = new
+        return new
+
+    def update_shared(self, model: str, processor: str, peers: tuple[str, ...], measured_ms: float) -> float:
+        """:meth:`update` ``processor``'s estimate and give each of ``peers`` it already knows the same value
+        (processors that are one, seen as several slots: one moving average over all their runs); the new ms."""
+        new = self.update(model, processor, measured_ms)
+        table = self._ms
         for peer in peers:
             if peer != processor and (model, peer) in table:
                 table[(model, peer)] = new

@@ -11,6 +11,7 @@ JSON shape::
       "latency_p90_ms": {"hand": {"cpu0": 9.8}},                  # optional
       "energy_mj": {"hand": {"gpu": 4.0}},                        # optional, mJ per inference
       "background": {"cpu0": 0.5},                                # optional, share taken by other processes
+      "cpu_cores": 2,                                             # optional, cores the cpu processors share
       "power": {"processors": {"gpu": {"active_w": 3.0, "idle_w": 0.1}}},  # optional (scheduler.power)
       "thermal": {"capacitance_j_per_k": 180, "resistance_k_per_w": 5, ...},  # optional (scheduler.power)
       "cloud": {"rtt_ms": 20.0, "uplink_mbps": 50.0, "downlink_mbps": 100.0,
@@ -18,6 +19,16 @@ JSON shape::
                 "input_bytes": {"hand": 150528}, "output_bytes": {"hand": 252}},  # optional
       "sources": {"latency_ms/hand/cpu0": "measured on ... with ...", "host": "..."}
     }
+
+A processor may say ``"urgent": true``: it is an urgent lane of the runtime (``Runtime(urgent_workers=)``, named
+``cpu-urgent``), which runs only critical and high requests unless the streams open it to any work; the
+simulator keeps it so (``edgert profile --from-trace`` marks the lanes of the run it reads).
+
+``cpu_cores`` (optional) is how many CPU cores the ``cpu`` processors share, when they are more than the cores
+(a runtime's CPU workers and urgent lanes are threads on the host's cores): a run that starts on one while more
+of them run than there are cores takes ``running / cpu_cores`` times as long (``running`` counts it), and
+``latency_ms`` is then a run's time with a core to itself (``edgert profile --from-trace`` takes each live run's
+share apart so). Without it each processor has its own core.
 
 ``background`` (optional) is the share (0 <= share < 1) of a processor's time that other processes take (a
 busy neighbour on that core): the simulator stretches every run there to ``latency / (1 - share)``, the time
@@ -52,11 +63,13 @@ from scheduler.types import PROCESSOR_KINDS
 @dataclass(frozen=True, slots=True)
 class ProcessorSpec:
     """A processor of a device: unique ``name``, a ``kind`` from PROCESSOR_KINDS, and the memory it has for
-    models (MB; None: not limited)."""
+    models (MB; None: not limited). ``urgent``: an urgent lane (``Runtime(urgent_workers=)``): it runs only
+    critical and high requests, unless the streams open it to any work."""
 
     name: str
     kind: str
     memory_mb: float | None = None
+    urgent: bool = False
 
 
 @dataclass(slots=True)
@@ -99,6 +112,9 @@ class DeviceProfile:
     #: share (0..1) of each processor's time taken by other processes (a busy neighbour); the simulator
     #: stretches runs there by 1 / (1 - share)
     background: dict[str, float] = field(default_factory=dict)
+    #: the CPU cores the ``cpu`` processors share (more CPU workers than cores: a run on one of them, while
+    #: more of them run than there are cores, takes that much longer); None: each its own core
+    cpu_cores: int | None = None
 
     @property
     def models(self) -> list[str]:
@@ -111,7 +127,8 @@ class DeviceProfile:
             "name": self.name,
             "description": self.description,
             "processors": [{"name": p.name, "kind": p.kind,
-                            **({} if p.memory_mb is None else {"memory_mb": p.memory_mb})} for p in self.processors],
+                            **({} if p.memory_mb is None else {"memory_mb": p.memory_mb}),
+                            **({"urgent": True} if p.urgent else {})} for p in self.processors],
             "latency_ms": self.latency_ms,
         }
         if self.latency_p90_ms:
@@ -122,6 +139,8 @@ class DeviceProfile:
             out["memory_mb"] = self.memory_mb
         if self.background:
             out["background"] = self.background
+        if self.cpu_cores is not None:
+            out["cpu_cores"] = self.cpu_cores
         if self.cloud is not None:
             c = self.cloud
             out["cloud"] = {
@@ -175,6 +194,7 @@ class DeviceProfile:
             cloud=_cloud(obj.get("cloud"), bad),
             sources=_sources(obj.get("sources", {}), bad),
             background=_background(obj.get("background", {}), names, bad),
+            cpu_cores=_cores(obj.get("cpu_cores"), bad),
         )
         _attach_power(prof, obj, bad)
         return prof
@@ -183,6 +203,15 @@ class DeviceProfile:
     def load(cls, path: str | Path) -> DeviceProfile:
         """Read a profile JSON file; raises TraceError on a missing, unreadable or malformed file."""
         return cls.from_json(_read_json(Path(path)), origin=str(path))
+
+
+def _cores(v: Any, bad: Any) -> int | None:
+    """``cpu_cores``: the CPU cores the ``cpu`` processors share (an int >= 1), or None."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise bad(f"cpu_cores is the number of CPU cores the cpu processors share, an int >= 1, got {_kind(v)}")
+    return v
 
 
 def _background(v: Any, names: set[str], bad: Any) -> dict[str, float]:
@@ -261,8 +290,12 @@ def _processors(raw: Any, bad: Any) -> list[ProcessorSpec]:
         if p["kind"] not in PROCESSOR_KINDS:
             raise bad(f"processors[{i}].kind {_kind(p['kind'])} is not one of {', '.join(PROCESSOR_KINDS)}")
         mem = p.get("memory_mb")
+        urgent = p.get("urgent", False)
+        if not isinstance(urgent, bool):
+            raise bad(f"processors[{i}].urgent must be true or false (an urgent lane), got {_kind(urgent)}")
         procs.append(ProcessorSpec(p["name"], p["kind"],
-                                   None if mem is None else _megabytes(mem, f"processors[{i}].memory_mb", bad)))
+                                   None if mem is None else _megabytes(mem, f"processors[{i}].memory_mb", bad),
+                                   urgent))
     if len({p.name for p in procs}) != len(procs):
         raise bad("processor names must be unique")
     return procs

@@ -195,6 +195,7 @@ class Greener:
         for i, ms in row:
             if i == pick:
                 pick_e = mj(model, names[i], ms, is_cloud[i])
+                break
         best, best_f, best_e = pick, finish, pick_e if self.frugal else pick_e * self.keep
         k, kc = self.k_frugal if self.frugal else self.k_energy, 1.0 + self.cloud_margin
         wait_ms = self.wait_slack * (target - now_ms)   # a roomy deadline may wait longer for the home

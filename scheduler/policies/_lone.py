@@ -33,8 +33,8 @@ class IdleTable:
         """The table of ``processors`` at ``now_ms`` (a copy: a decision counts it down) when every one is idle,
         healthy and local; else None."""
         if processors is not self.processors:   # (holds(), inline: once per decision)
-            for p in processors:
-                if p.busy_until_ms > 0.0 or p.queued_ms != 0.0 or not p.available or p.kind == "cloud":
+            for p in reversed(processors):   # a cloud, which drivers list last, or a busy processor: met first
+                if p.kind == "cloud" or p.busy_until_ms > 0.0 or p.queued_ms != 0.0 or not p.available:
                     return None
             self.processors, self.table = processors, _processor_table(processors, 0.0)
         return self.table.at(now_ms)   # type: ignore[union-attr]  # set with processors
@@ -47,8 +47,8 @@ class IdleTable:
         """Whether every one of ``processors`` is idle, healthy and local; the table is then theirs."""
         if processors is self.processors:
             return True
-        for p in processors:
-            if p.busy_until_ms > 0.0 or p.queued_ms != 0.0 or not p.available or p.kind == "cloud":
+        for p in reversed(processors):   # a cloud, which drivers list last, or a busy processor: met first
+            if p.kind == "cloud" or p.busy_until_ms > 0.0 or p.queued_ms != 0.0 or not p.available:
                 return False
         self.processors, self.table = processors, _processor_table(processors, 0.0)
         return True

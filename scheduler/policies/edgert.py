@@ -201,7 +201,9 @@ class EdgertPolicy:
         overloaded = self.use_plan and self.plan.overloaded
         urgency = _overload_urgency(estimator.expected_ms, procs.local, self.short_first) \
             if overloaded and self.short_first else _urgency
-        urgency, gate = self._priorities(urgency, pending, estimator.expected_ms, procs, now_ms)
+        gate = None   # the room check of the priority rules (11), when they apply
+        if self._prioritize(pending):
+            urgency, gate = self._priorities(urgency, pending, estimator.expected_ms, procs, now_ms)
         if len(pending) > self.window and urgency is _urgency:   # a burst leaves hundreds pending: the same order,
             due = [r.deadline_ms - r.downstream_ms for r in pending]   # sorted in C on keys computed in one pass
             ordered: Sequence[RequestView] = [pending[i] for i in sorted(range(len(pending)), key=due.__getitem__)[
@@ -300,9 +302,7 @@ class EdgertPolicy:
     def _priorities(self, key: Any, pending: Sequence[RequestView], est: Any, procs: Processors,
                     now_ms: float) -> tuple[Any, Any]:
         """The urgency key with the levels' leads, and the room check for this decision (None: no critical
-        stream is expected), once the priority rules apply (11); else ``key`` and None."""
-        if not self._prioritize(pending):
-            return key, None
+        stream is expected), once the priority rules apply (11: :meth:`_prioritize`)."""
         if not self.keep_room:   # the room's bookkeeping only where its gate is used
             return priority_urgency(key), None
         room = self.room

@@ -44,6 +44,7 @@ import numpy as np
 from scheduler.contract import OnBroken, apply, left_unplaced, sweep_unplaced
 from scheduler.errors import EdgeRTError, TraceError
 from scheduler.estimator import LatencyEstimator
+from scheduler.priority import URGENT_LEVELS
 from scheduler.profile import DeviceProfile
 from scheduler.sim.columns import Workload, downstream_ms, root_arrivals
 from scheduler.sim.heat import Heat
@@ -139,7 +140,7 @@ class Simulation:
                  "decisions", "events", "_out", "_ready", "_start", "_end", "_dropped", "_proc", "_reasons", "_done",
                  "_children", "_pending", "_heap", "_seq", "_mcode", "_cols", "_expected", "_views", "_pviews",
                  "_unplaced", "_groups_done", "_start_a", "_end_a", "_where", "_on_tick", "_tick_every", "plan",
-                 "streams")
+                 "streams", "_not_urgent", "lanes_open", "_shared")
 
     def __init__(self, workload: Workload, profile: DeviceProfile, policy: Policy, *, seed: int = 0,
                  noise: float = 0.1, cloud_noise: float = 0.2, offload: bool = True, cloud_slots: int = 4,
@@ -158,6 +159,14 @@ class Simulation:
         self.on_broken = ON_BROKEN
         self.processors = procs = make_processors(profile, offload, cloud_slots)
         self.by_name = {p.name: p for p in procs}
+        #: with urgent lanes, every other processor's name (what a request below high may run on while the lanes
+        #: are closed, as the live runtime restricts it); None: no lane
+        self._not_urgent = tuple(p.name for p in procs if not p.urgent) if any(p.urgent for p in procs) else None
+        #: the CPU processors that share the profile's ``cpu_cores`` (None: each has a core of its own)
+        cpus = [p for p in procs if p.kind == "cpu"]
+        self._shared = cpus if profile.cpu_cores is not None and len(cpus) > profile.cpu_cores else None
+        #: the urgent lanes take any work (set by the streams while none of them needs its urgent level, as live)
+        self.lanes_open = False
         lat, table = latency_table(profile, procs, noise, cloud_noise, profile.cloud if offload else None)
         #: (model, processor) pairs refused for want of memory (:mod:`~scheduler.sim.memory`)
         self.refused = fit_memory(profile, workload.models, table)
@@ -254,6 +263,7 @@ class Simulation:
         self._groups_done = 0
         self.decisions = 0
         self.now_ms = 0.0
+        self.lanes_open = False
         self.streams = SimStreams(self.plan, self) if self.plan is not None else None
 
     def _step(self, now: float, arrivals: RootArrivals) -> None:
@@ -289,9 +299,21 @@ class Simulation:
         cols = self._cols
         for rid in rids:
             self._ready[rid] = now
+            allowed = cols.allowed[rid]
+            if self._not_urgent is not None:
+                allowed = self._off_lanes(allowed, cols.priority[rid])
             self._pending[rid] = RequestView(rid, cols.model[rid], now, cols.deadline_ms[rid], cols.stream[rid],
-                                             cols.frame[rid], cols.downstream_ms[rid], cols.allowed[rid],
+                                             cols.frame[rid], cols.downstream_ms[rid], allowed,
                                              cols.priority[rid])
+
+    def _off_lanes(self, allowed: tuple[str, ...] | None, priority: str) -> tuple[str, ...] | None:
+        """The processors a request at ``priority`` that may run on ``allowed`` (None: any) may run on while it is
+        made ready: not an urgent lane when it is below high and the lanes are closed (as the live runtime
+        restricts a request when it is submitted)."""
+        if priority in URGENT_LEVELS or self.lanes_open or self._not_urgent is None:
+            return allowed
+        lanes_off = self._not_urgent
+        return lanes_off if allowed is None else tuple(p for p in allowed if p in lanes_off)
 
     def _run_ends(self, rid: int, now: float) -> None:
         """Request ``rid``'s run ends at ``now``: the estimator learns its time, its processor starts the head of
@@ -304,7 +326,8 @@ class Simulation:
         if p.queue:
             self._start_run(p, p.dequeue(self._mcode), now)
         p.view = None   # changed: rebuilt before the next decision
-        self._stages_after(rid, now)
+        if self._children[rid] is not None:   # (most requests end no cascade: no call)
+            self._stages_after(rid, now)
         if self.streams is not None:
             self.streams.ran(rid, p, self._start[rid], now)
 
@@ -331,11 +354,19 @@ class Simulation:
         ms = p.run_times[m].run_ms(rid)   # type: ignore[union-attr]  # (placed only where supported)
         if self.heat is not None:
             ms = self.heat.start(p.index, m, ms, now)
+        if self._shared is not None and p.kind == "cpu":
+            ms *= self._core_share(p)
         s = now if self._no_hand else now + self._hand[rid]   # (now + 0.0 is now: no float made)
         self._start[rid] = s
         self._proc[rid] = p
         p.running.append(rid)
         self._push(s + ms, RUN_END, rid)
+
+    def _core_share(self, p: SimProcessor) -> float:
+        """How much longer a run starting on CPU processor ``p`` takes while more CPU processors run (``p`` with
+        them) than the profile's ``cpu_cores``: that many runs share the cores evenly (1.0: a core of its own)."""
+        others = [q for q in self._shared or () if q is not p and q.running]
+        return max(1.0, (1 + len(others)) / (self.profile.cpu_cores or 1))
 
     def _decide(self, now: float) -> None:
         """One policy decision over the pending requests and the processors' views (rebuilt where changed), applied

@@ -63,7 +63,8 @@ def hand_offs(dispatch_ms: float | Sequence[float], n: int, seed: int) -> list[f
 def make_processors(profile: DeviceProfile, offload: bool, cloud_slots: int) -> list[SimProcessor]:
     """The profile's processors in its order (the cloud, with ``cloud_slots`` slots, last when the profile
     has a cloud and does not list it); none of kind cloud without ``offload``."""
-    procs = [SimProcessor(p.name, p.kind, cloud_slots if p.kind == "cloud" else 1) for p in profile.processors]
+    procs = [SimProcessor(p.name, p.kind, cloud_slots if p.kind == "cloud" else 1, urgent=p.urgent)
+             for p in profile.processors]
     if not offload:
         procs = [p for p in procs if p.kind != "cloud"]
     elif profile.cloud is not None and not any(p.kind == "cloud" for p in procs):

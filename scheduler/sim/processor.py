@@ -28,13 +28,15 @@ class SimProcessor:
     """A simulated processor: a FIFO queue of request ids, ``slots`` parallel runs (1 except for the cloud)."""
 
     __slots__ = ("name", "kind", "index", "slots", "running", "queue", "qcount", "view", "idle_view",
-                 "busy_ms", "n_runs", "run_times", "keys")
+                 "busy_ms", "n_runs", "run_times", "keys", "urgent")
 
-    def __init__(self, name: str, kind: str, slots: int = 1, index: int = 0) -> None:
+    def __init__(self, name: str, kind: str, slots: int = 1, index: int = 0, urgent: bool = False) -> None:
         self.name = name
         self.kind = kind
         self.index = index
         self.slots = slots
+        #: an urgent lane: only critical and high requests run on it while the lanes are closed
+        self.urgent = urgent
         self.running: list[int] = []         # ids of the requests it runs
         self.queue: deque[int] = deque()     # ids assigned to it, not started (FIFO)
         self.qcount: dict[int, int] = {}     # model code -> how many of the queue

@@ -31,6 +31,7 @@ ladder's steps change which later frames are taken. Where the workload comes fro
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -59,6 +60,11 @@ class StreamSpec:
         rates: its ladder's rungs (fps, nominal first); None: the default ladder.
         offload: the cloud worker (if any) is its last rung.
         max_in_flight: frames of it running at once.
+        waits: its app offers a frame only once the one before it has ended (a thread per stream that waits for
+            its frame's results, as ``with s.frame(): ... .result()``): a replay offers a frame that comes while
+            the one before it still runs when that one ends, where live the app could not have offered it
+            sooner. A live trace's stream waits when none of its frames was skipped ``in_flight``; a
+            scenario's streams (cameras at their rate) do not.
     """
 
     name: str
@@ -67,6 +73,7 @@ class StreamSpec:
     rates: tuple[float, ...] | None = None
     offload: bool = True
     max_in_flight: int = 1
+    waits: bool = False
 
 
 @dataclass(slots=True)
@@ -101,7 +108,7 @@ class StreamPlan:
         out = []
         for s in self.streams:
             level = levels.get(s.name, levels.get(_base(s.name), s.priority))
-            out.append(StreamSpec(s.name, s.fps, level, s.rates, s.offload, s.max_in_flight))
+            out.append(dataclasses.replace(s, priority=level))
         return StreamPlan(out, self.frame_of, self.frame_stream, self.frame_at)
 
 
@@ -219,6 +226,7 @@ class SimStreams:
         self.controller = StreamController()
         procs = sim.processors
         self._local = [p for p in procs if p.kind != "cloud"]
+        self._lanes = sum(p.urgent for p in self._local)   # urgent lanes among them
         self._cloud = next((p.name for p in procs if p.kind == "cloud"), None)
         for s in plan.streams:
             self.controller.add(s.name, s.fps, s.priority, s.rates, s.offload and self._cloud is not None,
@@ -239,19 +247,28 @@ class SimStreams:
         self._req_path: dict[int, tuple[float, float | None]] = {}   # request id -> (run ms, cloud ms) up to its end
         self._runs: deque[tuple[float, float]] = deque()   # (end ms, run ms) of local runs
         self._parent = sim.workload.parent.tolist()
+        #: by stream that waits for its frames: the root requests of the frames that came while one still ran
+        self._waiting: dict[str, list[int]] = {}
 
     # -- the Backlog ---------------------------------------------------------------------------------
     def busy_share(self, now: float) -> float:
         """The local processors' busy share over the last :data:`~scheduler.streams.WINDOW_MS`: run ms ended in
-        that window over the window times those processors (as the live dispatcher counts it)."""
+        that window over the window times the processors that take any work (the urgent lanes too while they are
+        open), as the live dispatcher counts it (more than 1 when the lanes helped)."""
         runs = self._runs
         while runs and runs[0][0] < now - WINDOW_MS:
             runs.popleft()
-        return sum(ms for _, ms in runs) / (WINDOW_MS * max(1, len(self._local)))
+        return sum(ms for _, ms in runs) / (WINDOW_MS * max(1, len(self._local) - self._closed_lanes()))
+
+    def _closed_lanes(self) -> int:
+        """The urgent lanes kept for critical and high work now (0 while the streams open them to any work)."""
+        return 0 if self.sim.lanes_open else self._lanes
 
     def backlog(self, now: float) -> Backlog:
         """The simulation's work at ``now`` as the controller reads it: every request pending (its fastest expected
-        run), queued on a local processor (its expected run there) or running there (its expected run left)."""
+        run), queued on a local processor (its expected run there) or running there (its expected run left); the
+        processors that take any work and the urgent lanes kept for urgent work (an open lane is capacity like the
+        rest), as the live dispatcher's ``backlog_locked``."""
         sim = self.sim
         cols = sim.request_columns
         exp = sim.estimator.expected_ms
@@ -265,7 +282,9 @@ class SimStreams:
             for rid in p.running:
                 left = (exp(cols.model[rid], p.name) or 0.0) - (now - start[rid])
                 work.append(Work(max(0.0, left), cols.deadline_ms[rid], cols.priority[rid], True))
-        return Backlog(now, max(1, len(self._local)), 0, self.busy_share(now), tuple(work), self._cloud is not None)
+        lanes = self._closed_lanes()
+        return Backlog(now, max(1, len(self._local) - lanes), lanes, self.busy_share(now), tuple(work),
+                       self._cloud is not None)
 
     def _fastest_ms(self, rid: int) -> float:
         exp = self.sim.estimator.expected_ms
@@ -276,7 +295,9 @@ class SimStreams:
     # -- offers --------------------------------------------------------------------------------------
     def arrive(self, rids: Sequence[int], now: float) -> None:
         """Root requests ``rids`` arrive at ``now``: each one in no frame becomes ready; a frame's first arrival
-        offers the frame, which is then made ready (taken) or dropped whole (not taken)."""
+        offers the frame, which is then made ready (taken) or dropped whole (not taken). A frame of a stream that
+        :attr:`~StreamSpec.waits` comes while the stream runs as many frames as it may: it is offered when the
+        one before it ends."""
         sim, frame_of, plan = self.sim, self.plan.frame_of, self.plan
         for rid in rids:
             f = frame_of[rid]
@@ -285,14 +306,24 @@ class SimStreams:
                 continue
             d = self.decisions[f]
             if d is None:
-                name = plan.streams[plan.frame_stream[f]].name
+                spec = plan.streams[plan.frame_stream[f]]
+                name = spec.name
+                if spec.waits and self._busy(name):   # its app still waits for the frame before it
+                    self._waiting.setdefault(name, []).append(rid)
+                    continue
                 d = self.decisions[f] = self.controller.offer(name, plan.frame_at[f], self.backlog(now))
+                sim.lanes_open = not self.controller.urgent(now)   # as the live stream's offer sets it
                 if d.taken:
                     self._apply(f, d)
             if d.taken:
                 sim.ready_now((rid,), now)
             else:
                 sim.drop_request(rid, f"its stream did not take the frame: {d.reason}", now)
+
+    def _busy(self, name: str) -> bool:
+        """Whether stream ``name`` runs as many frames as it may (its next one would be skipped ``in_flight``)."""
+        st = self.controller.streams[name]
+        return st.in_flight >= st.max_in_flight
 
     def _apply(self, f: int, d: Decision) -> None:
         """A taken frame's requests run with its deadline, its level and, on the cloud rung, the cloud only."""
@@ -347,6 +378,9 @@ class SimStreams:
         cloud = self._path_cloud[f] if self._work[f] > 0 else None
         self.controller.ended(name, d, FrameEnd(self._end[f], self._ok[f], self._work[f], self._path[f], cloud,
                                                 self.busy_share(end)))
+        waiting = self._waiting.pop(name, None)
+        if waiting:   # the frames its app offers now that it has this one's results (the next may wait again)
+            self.arrive(waiting, end)
 
     def stats(self) -> dict[str, dict[str, Any]]:
         """Every stream's figures, with the keys of the live ``s.stats()`` (docs/design.md §11)."""

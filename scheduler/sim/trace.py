@@ -37,6 +37,7 @@ and keeps only the parsed columns (no line text, no per-request objects).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import json
 import math
 from array import array
@@ -122,7 +123,7 @@ def parse_trace(lines: Iterable[str], name: str = "<trace>", seed: int = 0) -> W
     rng = np.random.default_rng([seed, 3])
     fires = _fires(cols, rng.random(len(cols.keys)))
     wl = cols.workload(fires)
-    wl.stream_specs, wl.stream_frames = frames.specs, frames.offered()
+    wl.stream_specs, wl.stream_frames = frames.streams(), frames.offered()
     return wl
 
 
@@ -135,6 +136,7 @@ class _StreamFrames:
         self.specs: dict[str, StreamSpec] = {}
         self._frames: dict[int, tuple[str, float, bool, int]] = {}   # number -> (stream, t_ms, taken, line)
         self._lines: dict[int, list[dict[str, Any]]] = {}              # frame number -> its request lines
+        self._overlapping: set[str] = set()   # streams a frame of which was skipped in_flight live
 
     def record(self, obj: dict[str, Any], where: str, lineno: int) -> None:
         """One typed line: a header, a stream or a frame."""
@@ -168,6 +170,8 @@ class _StreamFrames:
             t = _num(obj, "t_ms", where, required=True)
             assert t is not None
             self._frames[number] = (stream, t, bool(obj.get("taken")), lineno)
+            if obj.get("reason") == "in_flight":   # its app offers a frame while the one before it runs
+                self._overlapping.add(stream)
         else:
             raise TraceError(f"{where}: unknown record type {_show(kind)}; a typed line is a header, stream or "
                              "frame record (a request line has no type)")
@@ -208,6 +212,11 @@ class _StreamFrames:
                     c["arrival_ms"] = obj["arrival_ms"] + shift
                 c["frame"] = number
                 cols.add(_fields(c, where, lineno), lineno, where)
+
+    def streams(self) -> dict[str, StreamSpec]:
+        """The streams, each marked ``waits`` unless one of its frames was skipped ``in_flight`` live (its app
+        waits for a frame's results before it offers the next: see :class:`StreamSpec`)."""
+        return {n: dataclasses.replace(s, waits=n not in self._overlapping) for n, s in self.specs.items()}
 
     def offered(self) -> list[tuple[str, int, float]]:
         """Every frame offered, in capture order: ``(stream, number, t_ms)``."""

@@ -12,6 +12,7 @@ import edgert
 from edgert._replay import handoff_samples, host_profile, live_figures, read_outcomes
 from edgert.cli import main
 from edgert.testing import genmodels
+from scheduler.profile import DeviceProfile
 from scheduler.sim.trace import read_trace
 
 
@@ -59,6 +60,32 @@ def test_the_trace_becomes_this_hosts_profile(recorded: Path) -> None:
     assert all(x >= 0 for x in handoff_samples(live)) and handoff_samples(live)
     n, met, p50 = live_figures(live)["land"]
     assert n == 30 and met == 1.0 and p50 is not None and p50 > 0
+
+
+def test_an_urgent_lane_of_the_run_is_a_cpu_lane_of_the_profile(tmp_path: Path) -> None:
+    p = tmp_path / "t.jsonl"
+    p.write_text("".join(json.dumps({"t_ms": i, "model": "det", "status": "ok", "processor": proc, "arrival_ms": i,
+                                     "wait_ms": 0.0, "latency_ms": ms}) + "\n"
+                         for i, (proc, ms) in enumerate([("cpu0", 4.0), ("cpu1", 4.0), ("cpu-urgent", 6.0)])))
+    prof = host_profile(read_outcomes(p), cores=4)   # a core each: the times as measured
+    lane = next(x for x in prof.processors if x.name == "cpu-urgent")
+    assert lane.kind == "cpu" and lane.urgent and not any(x.urgent for x in prof.processors if x is not lane)
+    assert prof.latency_ms["det"] == {"cpu-urgent": 6.0, "cpu0": 4.0, "cpu1": 4.0}   # a lane's times kept apart
+    out = tmp_path / "host.json"
+    out.write_text(json.dumps(prof.to_json()))
+    assert DeviceProfile.load(out).processors == prof.processors   # what `edgert simulate --device` reads back
+
+
+def test_runs_of_more_cpu_workers_than_cores_are_taken_apart_from_their_share(tmp_path: Path) -> None:
+    runs = [("cpu0", 0.0, 4.0), ("cpu1", 10.0, 4.0), ("cpu-urgent", 10.0, 8.0), ("cpu0", 10.0, 8.0)]
+    p = tmp_path / "t.jsonl"   # at 10 ms three runs start at once on two cores: each shares them (x 1.5)
+    p.write_text("".join(json.dumps({"t_ms": t, "model": "det", "status": "ok", "processor": proc, "arrival_ms": t,
+                                     "wait_ms": 0.0, "latency_ms": ms}) + "\n" for proc, t, ms in runs))
+    prof = host_profile(read_outcomes(p), cores=2)
+    assert prof.cpu_cores == 2
+    assert prof.latency_ms["det"]["cpu-urgent"] == pytest.approx(8.0 / 1.5, abs=1e-3)
+    assert host_profile(read_outcomes(p), cores=4).cpu_cores is None   # a core each: times as measured
+    assert host_profile(read_outcomes(p), cores=4).latency_ms["det"]["cpu-urgent"] == 8.0
 
 
 def test_a_trace_without_outcomes_cannot_make_a_profile(tmp_path: Path) -> None:

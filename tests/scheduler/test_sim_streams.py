@@ -198,3 +198,83 @@ def test_the_simulator_drives_the_one_controller(monkeypatch: pytest.MonkeyPatch
     (ctl,) = made
     assert any(w for what, a, _ in ctl.log if what == "offer" for w in [a[2].work])   # it saw the queues
     assert replay_into_a_fresh_controller(ctl.log) > 500
+
+
+# -- urgent lanes ---------------------------------------------------------------------------------------
+def _lane_profile() -> DeviceProfile:
+    return DeviceProfile("two-cores-and-a-lane",
+                         [ProcessorSpec("cpu-urgent", "cpu", urgent=True), ProcessorSpec("cpu0", "cpu"),
+                          ProcessorSpec("cpu1", "cpu")],
+                         {"palm": {p: 6.0 for p in ("cpu-urgent", "cpu0", "cpu1")},
+                          "hand": {p: 8.0 for p in ("cpu-urgent", "cpu0", "cpu1")}})
+
+
+def test_a_profile_keeps_its_urgent_lane_through_json() -> None:
+    prof = _lane_profile()
+    raw = prof.to_json()
+    assert raw["processors"][0] == {"name": "cpu-urgent", "kind": "cpu", "urgent": True}
+    assert "urgent" not in raw["processors"][1]
+    assert DeviceProfile.from_json(raw).processors == prof.processors
+    raw["processors"][0]["urgent"] = "yes"
+    with pytest.raises(ValueError, match=r"processors\[0\].urgent must be true or false"):
+        DeviceProfile.from_json(raw)
+
+
+def test_an_urgent_lane_runs_only_critical_and_high_requests_while_it_is_closed(tmp_path: Path) -> None:
+    for level, lane_runs in (("normal", False), ("low", False), ("high", True), ("critical", True)):
+        trace = tmp_path / f"{level}.jsonl"   # bursts of six at once on three processors, no streams: lanes closed
+        trace.write_text("".join(json.dumps({"t_ms": 40.0 * (i // 6), "model": "palm", "slo_ms": 200.0,
+                                             "id": f"r{i}", "priority": level}) + "\n" for i in range(60)))
+        s = run_simulation(SimConfig(trace=trace, profile=_lane_profile())).summary()
+        assert (s["per_processor"]["cpu-urgent"]["requests"] > 0) is lane_runs, level
+        assert s["per_processor"]["cpu0"]["requests"] > 0
+
+
+def test_the_controller_sees_the_lanes_as_the_live_dispatcher_counts_them(monkeypatch: pytest.MonkeyPatch,
+                                                                           tmp_path: Path) -> None:
+    made: list[RecordingController] = []
+
+    def make() -> RecordingController:
+        made.append(RecordingController())
+        return made[-1]
+
+    monkeypatch.setattr(sim_streams, "StreamController", make)
+    run_simulation(SimConfig(trace=_trace(tmp_path / "t.jsonl", taken_every=1), profile=_lane_profile(), load=4.0))
+    seen = {(b.workers, b.lanes) for what, a, _ in made[0].log if what == "offer" for b in [a[2]]}
+    assert seen <= {(3, 0), (2, 1)} and (3, 0) in seen   # an open lane is capacity like the rest
+
+
+# -- CPU processors sharing fewer cores -------------------------------------------------------------------
+def test_cpu_processors_sharing_fewer_cores_run_slower_together(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"   # two requests at once on two CPU processors, then one alone
+    trace.write_text("".join(json.dumps({"t_ms": t, "model": "palm", "slo_ms": 100.0, "id": f"r{i}"}) + "\n"
+                             for i, t in enumerate([0.0, 0.0, 50.0])))
+    prof = _profile()
+    ends = {}
+    for cores in (None, 1):
+        prof.cpu_cores = cores
+        out = run_simulation(SimConfig(trace=trace, profile=prof, noise=0.0, thermal=False)).outcome
+        ends[cores] = sorted(round(float(e - s), 6) for s, e in zip(out.start_ms, out.end_ms))
+    assert ends[None] == [6.0, 6.0, 6.0]
+    assert ends[1] == [6.0, 6.0, 12.0]   # the second to start shares the one core; the third runs alone
+    raw = prof.to_json()
+    assert raw["cpu_cores"] == 1 and DeviceProfile.from_json(raw).cpu_cores == 1
+    raw["cpu_cores"] = 0
+    with pytest.raises(ValueError, match="cpu_cores is the number of CPU cores"):
+        DeviceProfile.from_json(raw)
+
+
+# -- an app that waits for its frames -------------------------------------------------------------------
+def test_a_trace_streams_app_that_waits_for_its_frames_is_replayed_waiting(tmp_path: Path) -> None:
+    slow = DeviceProfile("one-slow-core", [ProcessorSpec("cpu0", "cpu")], {"palm": {"cpu0": 30.0},
+                                                                           "hand": {"cpu0": 30.0}})
+    waits = _trace(tmp_path / "w.jsonl", taken_every=1)   # live, no frame was skipped in_flight: the app waits
+    assert parse_trace(waits.read_text().splitlines(), "w").stream_specs["hands"].waits
+    st = run_simulation(SimConfig(trace=waits, profile=slow)).summary()["per_stream"]["hands"]
+    assert st["frames"] == 60 and "in_flight" not in st["frames_shed_by"]   # each offered once its previous ended
+    overlaps = tmp_path / "o.jsonl"   # one frame skipped in_flight live: the app offers frames while one runs
+    overlaps.write_text(waits.read_text().replace('"taken": true, "reason": ""', '"taken": false, "reason": '
+                                                  '"in_flight"', 1))
+    assert not parse_trace(overlaps.read_text().splitlines(), "o").stream_specs["hands"].waits
+    st = run_simulation(SimConfig(trace=overlaps, profile=slow)).summary()["per_stream"]["hands"]
+    assert st["frames"] == 60 and st["frames_shed_by"].get("in_flight", 0) > 0
