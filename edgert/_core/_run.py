@@ -415,9 +415,12 @@ class Dispatcher:
                 self._resolver.hand(Handed([], decide_for=w, ran=ran))
                 return nxt
             self._end_run_locked(w, req, outs, delegate, err, end, make_result=True)
-            if self._hands_off(w) and (w.queue or self.decider.pending) and all(
-                    quiet(r) for r, _ in self.ends.results):   # (with neither, a hand-off is a thread switch only)
-                return self._next_locked(w)
+            if all(quiet(r) for r, _ in self.ends.results):   # resolving them cannot submit work
+                if self._hands_off(w) and (w.queue or self.decider.pending):   # (with neither: a thread switch only)
+                    return self._next_locked(w)
+                # decided before they are resolved (leaving the block): a caller the result wakes finds the GIL free
+                self._decide_freed_locked()
+                return None
         # Resolved first (leaving the block): completion callbacks submit the next cascade stages, which must be
         # pending when the freed processor is next decided on (else older work takes it).
         self._decide_freed()
@@ -459,21 +462,24 @@ class Dispatcher:
         return None
 
     def _decide_freed(self) -> None:
-        """After a run ended and what ended was resolved: the decision over what is pending that the freed worker
-        leaves. With a backlog of at least :data:`AHEAD_PENDING`, every running worker with nothing queued is shown to
-        the policy as free, so that the request the policy would start on each is queued ahead and its next
-        completion starts that one with no decision between the two runs (a burst's decision over hundreds pending
-        took 60-80 µs between 1.3 ms runs); one decision serves every worker it finds so."""
-        if not self.decider.pending:  # unlocked peek is safe: whoever adds to pending decides itself
-            return
-        with self._ending:
-            now = self.now_ms()
-            burst = len(self.decider.pending) >= AHEAD_PENDING
-            ahead = tuple([v for v in self.workers if v.running and not v.queue and v.capacity == 1
-                           and now >= v.unhealthy_until_ms]) if burst else ()
-            if burst and not ahead and all(v.queue or not v.has_free_slot() for v in self.workers):
-                return   # every worker runs with its next queued: nothing could start; the next completion decides
-            self.decider.decide(now, ahead=ahead)
+        """After a run ended and what ended was resolved: :meth:`_decide_freed_locked`, under the lock."""
+        if self.decider.pending:  # unlocked peek is safe: whoever adds to pending decides itself
+            with self._ending:
+                self._decide_freed_locked()
+
+    def _decide_freed_locked(self) -> None:
+        """The decision over what is pending that a freed worker leaves (the lock held). With a backlog of at least
+        :data:`AHEAD_PENDING`, every running worker with nothing queued is shown to the policy as free, so that the
+        request the policy would start on each is queued ahead and its next completion starts that one with no
+        decision between the two runs (a burst's decision over hundreds pending took 60-80 µs between 1.3 ms runs);
+        one decision serves every worker it finds so."""
+        now = self.now_ms()
+        burst = len(self.decider.pending) >= AHEAD_PENDING
+        ahead = tuple([v for v in self.workers if v.running and not v.queue and v.capacity == 1
+                       and now >= v.unhealthy_until_ms]) if burst else ()
+        if burst and not ahead and all(v.queue or not v.has_free_slot() for v in self.workers):
+            return   # every worker runs with its next queued: nothing could start; the next completion decides
+        self.decider.decide(now, ahead=ahead)
 
     def _next_locked(self, w: Worker) -> Request | None:
         """On ``w``'s thread after a run whose ends are quiet: start its next request now, and hand what ended
@@ -959,10 +965,12 @@ class Ending:
         self.lock.acquire()
 
     def __exit__(self, *exc: object) -> None:
+        if not self.ends.results:   # the usual case: nothing ended meanwhile
+            self.lock.release()
+            return
         done = self.take_locked()
         self.lock.release()
-        if done:
-            resolve(done, self.trace)
+        resolve(done, self.trace)
 
     def take_locked(self) -> list[tuple[Request, Result]]:
         """The requests ended since the last take, with their Results (the lock held)."""
