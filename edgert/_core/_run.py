@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from edgert._core._model import LoadedModel
 
 #: With at least this many requests pending (a burst, deeper than a frame's cascades), a busy worker is
-#: shown to the policy as free while it runs, so its next request is queued ahead (``_resolve_and_decide``).
+#: shown to the policy as free while it runs, so its next request is queued ahead (``_decide_freed_locked``).
 #: The simulator does not: its decisions take no virtual time, so there is no gap between runs to hide.
 AHEAD_PENDING = 16
 #: After a runtime fault, an accelerator is kept out of placement this long before it is tried again (ms).
