@@ -21,25 +21,27 @@ its words, and the one switch where the drivers differ):
   them is idle, the driver drops them ("left unplaced by scheduler …") so no
   request waits forever.
 
-The four records are ``NamedTuple`` classes: immutable, and cheap to build
-with their ordinary constructor. Both drivers build one :class:`RequestView`
-per request and :class:`ProcessorView` / :class:`SchedulerView` per decision,
-and a policy one :class:`Assignment` per request, so construction is on the
-dispatch path, where a frozen slots dataclass (which stores each field
-through ``object.__setattr__``) costs several times more. Read them by field
-name; that they are also tuples is an implementation detail.
+:class:`RequestView` and :class:`ProcessorView` are slots dataclasses: a policy reads their fields in its
+inner loops, and a slot is read in one step where a ``NamedTuple`` field is a descriptor call (a decision
+over a burst's pending requests costs about a fifth less). They are built with their plain constructor (a
+frozen dataclass would store each field through ``object.__setattr__``, several times the cost), so they
+are read-only by convention: a policy never writes to one, and a driver builds a new one (or
+``dataclasses.replace``) for a change. :class:`SchedulerView` and :class:`Assignment` stay ``NamedTuple``
+classes: built once per decision and per answer, and an assignment is unpacked where it is applied.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import ClassVar, NamedTuple, Protocol, runtime_checkable
 
 #: Processor kinds, in the order a profile usually lists them.
 PROCESSOR_KINDS: tuple[str, ...] = ("cpu", "gpu", "dsp", "npu", "cloud")
 
 
-class RequestView(NamedTuple):
+@dataclass(slots=True)
+class RequestView:
     """One pending request as a policy sees it.
 
     Attributes:
@@ -72,7 +74,8 @@ class RequestView(NamedTuple):
     priority: str = "normal"
 
 
-class ProcessorView(NamedTuple):
+@dataclass(slots=True)
+class ProcessorView:
     """One processor (worker) as a policy sees it.
 
     Attributes:

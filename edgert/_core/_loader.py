@@ -7,6 +7,7 @@ to the policy.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Sequence
@@ -207,7 +208,7 @@ def name_software_workers(workers: Sequence[Worker]) -> None:
         if w.kind != "cpu" and w.delegates and all(getattr(d, "software", False) for d in w.delegates):
             w.name = f"{w.kind}-sw"
             w.peers = (w.name,)
-            w.idle_view = w.idle_view._replace(name=w.name)
+            w.idle_view = dataclasses.replace(w.idle_view, name=w.name)
 
 
 def resolve_delegates(spec: str | Sequence[str | Delegate]) -> list[Delegate]:

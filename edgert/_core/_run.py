@@ -18,10 +18,11 @@ bottom; each section is one step of a request's life, in order:
   holds it, and on leaving takes what ended (:meth:`Ending.take_locked`, the one place) and resolves it
   outside the lock, so a completion callback may submit the next stage of a cascade. A worker whose ended
   request cannot submit work (:func:`quiet`) starts its next run first and hands the rest to the
-  :class:`ResolverThread` (a :class:`Handed`): the processor's idle gap between two runs is the bookkeeping
-  only. With nothing queued or pending it resolves on its own thread (a hand-off would only add a thread
-  switch); otherwise it resolves before the freed processor is decided on, so the cascade's next stage is
-  pending for that decision.
+  :class:`ResolverThread` (a :class:`Handed`) while a core is free to run that thread
+  (``Dispatcher._hands_off``): the processor's idle gap between two runs is the bookkeeping only. With nothing
+  queued or pending, or every core running a CPU worker's request, it resolves on its own thread (a hand-off
+  would only add a thread switch, or take a core from a run); it resolves before the freed processor is
+  decided on, so the cascade's next stage is pending for that decision.
 
 The GIL. A ``submit`` that wakes an idle worker would otherwise keep the GIL while the caller goes on running
 Python, its worker's processor idle with work queued (``benchmarks/handoff.py``): :func:`wait_started` naps
@@ -66,7 +67,7 @@ if TYPE_CHECKING:
     from edgert._core._model import LoadedModel
 
 #: With at least this many requests pending (a burst, deeper than a frame's cascades), a busy worker is
-#: shown to the policy as free while it runs, so its next request is queued ahead (``_resolve_and_decide``).
+#: shown to the policy as free while it runs, so its next request is queued ahead (``_decide_freed_locked``).
 #: The simulator does not: its decisions take no virtual time, so there is no gap between runs to hide.
 AHEAD_PENDING = 16
 #: After a runtime fault, an accelerator is kept out of placement this long before it is tried again (ms).
@@ -187,6 +188,7 @@ class Dispatcher:
         #: (``edgert._core._streams``), so a lane is capacity while no critical stream misses frames
         self.lanes_open = False
         self._runs: deque[tuple[float, float]] = deque()   # (end ms, run ms) of local runs over the busy window
+        self._cores = cores()   # the host's cores this process may run on
 
     def now_ms(self) -> float:
         """The runtime clock: ms since the runtime started (monotonic)."""
@@ -405,20 +407,35 @@ class Dispatcher:
         with self._ending:
             end = self.now_ms()
             w.running.remove(req)
-            if err is None and w.queue and w.capacity == 1 and self._resolver is not None and quiet(req):
+            if err is None and w.queue and w.capacity == 1 and self._hands_off(w) and quiet(req):
                 # its next request was queued ahead: it starts now; this one's end waits for the resolver thread
                 nxt = w.start_next(end)
                 ran = Ran(w, req, outs, delegate, end)  # type: ignore[arg-type]  # (err is None: outs is set)
+                assert self._resolver is not None   # (_hands_off says so)
                 self._resolver.hand(Handed([], decide_for=w, ran=ran))
                 return nxt
             self._end_run_locked(w, req, outs, delegate, err, end, make_result=True)
-            if self._resolver is not None and (w.queue or self.decider.pending) and all(
-                    quiet(r) for r, _ in self.ends.results):   # (with neither, a hand-off is a thread switch only)
-                return self._next_locked(w)
+            if all(quiet(r) for r, _ in self.ends.results):   # resolving them cannot submit work
+                if self._hands_off(w) and (w.queue or self.decider.pending):   # (with neither: a thread switch only)
+                    return self._next_locked(w)
+                # decided before they are resolved (leaving the block): a caller the result wakes finds the GIL free
+                self._decide_freed_locked()
+                return None
         # Resolved first (leaving the block): completion callbacks submit the next cascade stages, which must be
         # pending when the freed processor is next decided on (else older work takes it).
         self._decide_freed()
         return None
+
+    def _hands_off(self, w: Worker) -> bool:
+        """Whether ``w``'s thread hands the bookkeeping of its ended run to the resolver thread (and starts its next run
+        first): there is one, and a core is free to run it while ``w`` runs, i.e. ``w`` is no CPU worker or fewer CPU
+        workers run than the host has cores. With every core running a CPU worker's request, the resolver thread
+        would take a core from one of them, and a thread switch each way: the worker does it itself."""
+        if self._resolver is None:
+            return False
+        if w.kind != "cpu":
+            return True
+        return sum(len(v.running) for v in self.workers if v.kind == "cpu") + 1 < self._cores
 
     def _run_inline(self, w: Worker, req: Request) -> dict[str, np.ndarray] | None:
         """On a sync caller's thread: run ``req`` and end it; its outputs when it ran ok or late and nothing else
@@ -445,10 +462,24 @@ class Dispatcher:
         return None
 
     def _decide_freed(self) -> None:
-        """After a run ended and what ended was resolved: decide on what is pending, for the freed worker."""
+        """After a run ended and what ended was resolved: :meth:`_decide_freed_locked`, under the lock."""
         if self.decider.pending:  # unlocked peek is safe: whoever adds to pending decides itself
             with self._ending:
-                self.decider.decide(self.now_ms())
+                self._decide_freed_locked()
+
+    def _decide_freed_locked(self) -> None:
+        """The decision over what is pending that a freed worker leaves (the lock held). With a backlog of at least
+        :data:`AHEAD_PENDING`, every running worker with nothing queued is shown to the policy as free, so that the
+        request the policy would start on each is queued ahead and its next completion starts that one with no
+        decision between the two runs (a burst's decision over hundreds pending took 60-80 µs between 1.3 ms runs);
+        one decision serves every worker it finds so."""
+        now = self.now_ms()
+        burst = len(self.decider.pending) >= AHEAD_PENDING
+        ahead = tuple([v for v in self.workers if v.running and not v.queue and v.capacity == 1
+                       and now >= v.unhealthy_until_ms]) if burst else ()
+        if burst and not ahead and all(v.queue or not v.has_free_slot() for v in self.workers):
+            return   # every worker runs with its next queued: nothing could start; the next completion decides
+        self.decider.decide(now, ahead=ahead)
 
     def _next_locked(self, w: Worker) -> Request | None:
         """On ``w``'s thread after a run whose ends are quiet: start its next request now, and hand what ended
@@ -468,27 +499,15 @@ class Dispatcher:
 
     def _resolve_and_decide(self, item: Handed) -> None:
         """The resolver thread's work, while the worker that handed ``item`` runs its next request: the bookkeeping
-        it left, the resolution, then (a worker named) the decision its completion left. With a backlog of at least
-        :data:`AHEAD_PENDING`, every running worker with nothing queued is shown to the policy as free, so that the
-        request the policy would start on each is queued ahead and its next completion starts that one with no
-        decision between the two runs (a burst's decision over hundreds pending took 60-80 µs between
-        1.3 ms runs); one decision serves every worker it finds so."""
+        it left, the resolution, then (a worker named) the decision its completion left (:meth:`_decide_freed`)."""
         if item.ran is not None:
             r = item.ran
             with self._ending:
                 self._ran_locked(r.worker, r.req, r.outputs, r.delegate, r.end_ms, True)
         if item.done:
             resolve(item.done, self.trace)
-        if item.decide_for is None:
-            return
-        with self._ending:
-            now = self.now_ms()
-            burst = len(self.decider.pending) >= AHEAD_PENDING
-            ahead = tuple([v for v in self.workers if v.running and not v.queue and v.capacity == 1
-                           and now >= v.unhealthy_until_ms]) if burst else ()
-            if burst and not ahead and all(v.queue or not v.has_free_slot() for v in self.workers):
-                return   # every worker runs with its next queued: nothing could start; the next completion decides
-            self.decider.decide(now, ahead=ahead)
+        if item.decide_for is not None:
+            self._decide_freed()
 
     def _ran_locked(self, w: Worker, req: Request, outs: list[np.ndarray], delegate: str, end: float,
                     make_result: bool) -> dict[str, np.ndarray]:
@@ -946,10 +965,12 @@ class Ending:
         self.lock.acquire()
 
     def __exit__(self, *exc: object) -> None:
+        if not self.ends.results:   # the usual case: nothing ended meanwhile
+            self.lock.release()
+            return
         done = self.take_locked()
         self.lock.release()
-        if done:
-            resolve(done, self.trace)
+        resolve(done, self.trace)
 
     def take_locked(self) -> list[tuple[Request, Result]]:
         """The requests ended since the last take, with their Results (the lock held)."""

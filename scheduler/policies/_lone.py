@@ -32,12 +32,7 @@ class IdleTable:
     def of(self, processors: Sequence[ProcessorView], now_ms: float) -> Processors | None:
         """The table of ``processors`` at ``now_ms`` (a copy: a decision counts it down) when every one is idle,
         healthy and local; else None."""
-        if processors is not self.processors:   # (holds(), inline: once per decision)
-            for p in reversed(processors):   # a cloud, which drivers list last, or a busy processor: met first
-                if p.kind == "cloud" or p.busy_until_ms > 0.0 or p.queued_ms != 0.0 or not p.available:
-                    return None
-            self.processors, self.table = processors, _processor_table(processors, 0.0)
-        return self.table.at(now_ms)   # type: ignore[union-attr]  # set with processors
+        return self.table.at(now_ms) if self.holds(processors) else None   # type: ignore[union-attr]  # (holds)
 
     def names(self, processors: Sequence[ProcessorView]) -> list[str] | None:
         """The names of ``processors`` when every one is idle, healthy and local; else None."""
@@ -64,9 +59,9 @@ def best_effort(req: RequestView, processors: Sequence[ProcessorView], estimator
     deadline, and the ager's and the plan's time-gated checks run at the next decision, before anything
     reads what they update.
     """
-    names = idle.names(processors)
-    if names is None:
+    if not idle.holds(processors):
         return None
+    names = idle.table.names   # type: ignore[union-attr]  # (holds says so)
     lookup = estimator.ema_table().get if type(estimator) is LatencyEstimator else None
     model, allowed = req.model, req.allowed
     best, best_ms = -1, _INF

@@ -8,6 +8,7 @@ copies of one policy; a test double (``_general_only``) switches the shortcut of
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import random
 
@@ -132,9 +133,9 @@ def test_best_effort_decision_equals_the_general_path(seed: int) -> None:
     for k in range(300):
         now = 10.0 * k
         view = _snapshot(rng, now, k)
-        idle = tuple(p._replace(busy_until_ms=0.0, queued_ms=0.0, n_queued=0, free_slots=1,
-                                kind=rng.choice(["cpu", "gpu"])) for p in view.processors)
-        req = view.pending[0]._replace(deadline_ms=math.inf)
+        idle = tuple(dataclasses.replace(p, busy_until_ms=0.0, queued_ms=0.0, n_queued=0, free_slots=1,
+                                         kind=rng.choice(["cpu", "gpu"])) for p in view.processors)
+        req = dataclasses.replace(view.pending[0], deadline_ms=math.inf)
         view = SchedulerView((req,), idle, view.estimator)
         twin = _general_only(policy)
         answered += policy._best_effort(req, view, now) is not None
