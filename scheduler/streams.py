@@ -585,9 +585,7 @@ class StreamController:
         runs on what they leave (processor sharing: workers / (workers - their work per ms); at most 10)."""
         if s.priority == "critical":
             return 1.0
-        share = sum(c.work_ms / c.period_ms for c in self.streams.values()
-                    if c.priority == "critical" and c is not s and c.guarded(now_ms))
-        left = backlog.workers - share
+        left = backlog.workers - sum(c.work_ms / c.period_ms for c in self._acting_critical(now_ms))
         return min(10.0, backlog.workers / left) if left > 0.1 * backlog.workers else 10.0
 
     def _critical_room_ms(self, s: StreamState, span_ms: float, now_ms: float) -> float:
@@ -732,11 +730,15 @@ class StreamController:
         demand = sum(s.work_ms * s.rates[-1] for s in self.streams.values() if not s.offloaded) / 1000.0
         return demand <= FIT_SHARE * self._workers
 
+    def _acting_critical(self, now_ms: float) -> list[StreamState]:
+        """The critical streams whose level acts and that run on the workers (not on the cloud rung)."""
+        return [c for c in self.streams.values() if self._critical_acts(c, now_ms) and not c.offloaded]
+
     def _bottom_owed(self, s: StreamState, now_ms: float) -> bool:
         """Whether ``s``'s bottom rung fits its max-min fair share (water-filling) of the workers' :data:`FIT_SHARE`
         that critical streams whose level acts leave at their rates: every stream's bottom rung when they all fit,
         and the cheap ones' (a 10 fps detector's) when a costly one's cannot fit beside a critical stream."""
-        acting = [c for c in self.streams.values() if self._critical_acts(c, now_ms) and not c.offloaded]
+        acting = self._acting_critical(now_ms)
         left = FIT_SHARE * self._workers * 1000.0 - sum(c.work_ms * c.fps_now for c in acting)   # ms per second
         demands = sorted(o.work_ms * o.rates[-1] for o in self.streams.values() if o not in acting and not o.offloaded)
         mine = s.work_ms * s.rates[-1]
