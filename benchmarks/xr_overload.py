@@ -185,6 +185,16 @@ def _ladder_steps(rt: edgert.Runtime) -> list[str]:
     return [f"+{(t - t0) / 1e3:.1f}s {name} {st['from_fps']:g}->{st['to_fps']:g}" for t, name, st in steps]
 
 
+def _shed_reasons(rt: edgert.Runtime) -> list[str]:
+    """Each stream's frames not taken, by the controller's reason, for the run's record."""
+    out = []
+    for name, s in sorted(rt.streams.items()):
+        by = s.stats()["frames_shed_by"]
+        if by:
+            out.append(f"{name} shed " + ", ".join(f"{why} {n}" for why, n in sorted(by.items())))
+    return out
+
+
 def one_run(system: str, frames: list[np.ndarray], users: int, seconds: float,
             priority: dict[str, str]) -> tuple[dict[str, Tally], list[str]]:
     """One system on one cell's load for ``seconds``: its tallies and (edgert) its ladder steps."""
@@ -200,7 +210,7 @@ def one_run(system: str, frames: list[np.ndarray], users: int, seconds: float,
     with edgert.Runtime(scheduler=EdgertPolicy(keep_room=system == ABLATION), urgent_workers=urgent_workers_for(levels)) as rt:
         answers = edgert_answers(rt, frames, users, levels)
         tallies = run_cell(answers, len(frames), seconds)
-        return tallies, [f"thread priorities {rt.thread_priority}", *_ladder_steps(rt)]
+        return tallies, [f"thread priorities {rt.thread_priority}", *_ladder_steps(rt), *_shed_reasons(rt)]
 
 
 def rows_of(cell: str, run: int, system: str, tallies: dict[str, Tally], seconds: float,
@@ -229,8 +239,17 @@ def cell_means(rows: list[dict], cell: str, system: str) -> list[float]:
                            and r["run"] == k])) for k in runs]
 
 
+#: the issue's floor for every stream's on-time share (each stream's median over the runs), per cell
+FLOOR_PCT = {"users3": 20.0}
+FLOOR_DEFAULT_PCT = 25.0
+
+
 def bar_lines(rows: list[dict], cells: list[str]) -> list[str]:
-    """The issue's bar, per cell: each line met or not, with its numbers."""
+    """The issue's bar for the runs with priorities, per cell: each line met or not, with its numbers.
+
+    Hands (critical) on time >= 95 % in every run; no stream below the floor (25 %, 20 % at 3 users),
+    each stream's median of the runs; late <= 5 % of the frames taken in every stream and run; the mean
+    >= MediaPipe's + 10 and >= the same cell without priorities − 5 (medians of the runs)."""
     out = []
     for cell in cells:
         of = [r for r in rows if r["cell"] == cell]
@@ -239,22 +258,26 @@ def bar_lines(rows: list[dict], cells: list[str]) -> list[str]:
         mp_mean = statistics.median(cell_means(rows, cell, "mediapipe"))
         pr = [r for r in of if r["system"] == "edgert+prio"]
         hands = [r["on_time_pct"] for r in pr if r["priority"] == "critical"]
-        worst = min(r["on_time_pct"] for r in pr)
+        per_stream = {name: statistics.median(r["on_time_pct"] for r in pr if r["stream"] == name)
+                      for name in {r["stream"] for r in pr}}
+        lowest = min(per_stream, key=per_stream.__getitem__)
+        floor = FLOOR_PCT.get(cell, FLOOR_DEFAULT_PCT)
         pr_mean = statistics.median(cell_means(rows, cell, "edgert+prio"))
         plain_mean = statistics.median(cell_means(rows, cell, "edgert"))
-        late = max(r["late_pct"] for r in of if r["system"] in ("edgert", "edgert+prio"))
+        late = max(pr, key=lambda r: r["late_pct"])
 
         def verdict(ok: bool) -> str:
             return "met" if ok else "NOT met"
         out += [f"- {cell}: critical streams on time >= 95 % in every run: {verdict(min(hands) >= 95)} "
                 f"(lowest {min(hands):.1f} %)",
-                f"- {cell}: every stream on time >= 25 % (with priorities): {verdict(worst >= 25)} (lowest {worst:.1f} %)",
-                f"- {cell}: mean with priorities >= MediaPipe's + 10: {verdict(pr_mean >= mp_mean + 10)} "
+                f"- {cell}: every stream on time >= {floor:.0f} % (its median of the runs): "
+                f"{verdict(per_stream[lowest] >= floor)} (lowest {lowest} {per_stream[lowest]:.1f} %)",
+                f"- {cell}: late <= 5 % of frames taken in every stream and run: {verdict(late['late_pct'] <= 5)} "
+                f"(highest {late['stream']} {late['late_pct']:.1f} %)",
+                f"- {cell}: mean >= MediaPipe's + 10: {verdict(pr_mean >= mp_mean + 10)} "
                 f"({pr_mean:.1f} vs {mp_mean:.1f} %)",
-                f"- {cell}: late <= 5 % of frames in every stream, with and without priorities: {verdict(late <= 5)} "
-                f"(highest {late:.1f} %)",
-                f"- {cell}: mean without priorities >= MediaPipe's: {verdict(plain_mean >= mp_mean)} "
-                f"({plain_mean:.1f} vs {mp_mean:.1f} %)"]
+                f"- {cell}: mean >= the same cell without priorities − 5: {verdict(pr_mean >= plain_mean - 5)} "
+                f"({pr_mean:.1f} vs {plain_mean:.1f} %)"]
     return out
 
 
@@ -273,10 +296,8 @@ def render(rows: list[dict], cells: list[str], seconds: float, host: str, comman
                   "| run | stream | prio | MediaPipe | edgert | edgert+prio | err edgert | err edgert+prio |",
                   "|---|---|---|---|---|---|---|---|"]
         by = {(r["system"], r["run"], r["stream"]): r for r in rows if r["cell"] == cell}
-        for (system, run, stream), m in by.items():
-            if system != "mediapipe":
-                continue
-            e, p = by.get(("edgert", run, stream)), by.get(("edgert+prio", run, stream))
+        for run, stream in dict.fromkeys((run, stream) for _, run, stream in by):   # (whichever systems ran)
+            m, e, p = (by.get((system, run, stream)) for system in SYSTEMS)
 
             def fig(r: dict | None) -> str:
                 return "-" if r is None else (f"{r['on_time_pct']:.1f} / {r['late_pct']:.1f} / {r['fps']:.1f} / "
@@ -292,7 +313,7 @@ def render(rows: list[dict], cells: list[str], seconds: float, host: str, comman
             for s in (*SYSTEMS, ABLATION) if means[s]), ""]
         for (c, run, system), st in sorted(steps.items()):
             if c == cell and st:
-                lines.append(f"ladder, run {run}, {system}: " + ", ".join(st))
+                lines.append(f"controller, run {run}, {system}: " + ", ".join(st))
         lines.append("")
     lines += ["## Bar", "", *bar_lines(rows, cells), ""]
     return "\n".join(lines)
