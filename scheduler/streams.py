@@ -13,12 +13,16 @@ runtime (or one simulated device) at once:
   stream's while its level acts, nor one of a stream taking fewer frames than its bottom rung while that
   rung fits its fair share of the workers); when it is not its turn at the stream's rate; or when ``max_in_flight``
   of its frames still run. Each reason is one code of :data:`REASONS`. After :data:`MAX_SHED_STREAK` skips
-  in a row a frame is taken *lean* (a probe), so that the stream's estimates stay measured.
+  in a row a frame is taken *lean* (a probe), so that the stream's estimates stay measured; a probe that ends
+  on time where it was predicted to miss replaces the chain learned before (a stale estimate, such as the
+  cold first runs', would otherwise skip frames until most of its samples were replaced).
 * **The rate ladder** (WebRTC's ``OveruseFrameDetector``, adaptive-bitrate rungs). A stream runs at one
   rung of its rates; when a stream missed at least :data:`DOWN_MISS` of its frames over :data:`WINDOW_MS`,
   one stream steps down one rung: the missing one itself when its own chain does not fit its period (a
   critical one only once no lower stream can yield), else the least important stream, no more important
-  than the missing one, whose steps would free at least :data:`MIN_RELIEF` of what the missing one misses.
+  than the missing one, whose steps would free at least :data:`MIN_RELIEF` of what the missing one misses
+  and, unless the missing one is critical, whose frames cost at least the missing one's (so that a step
+  frees a frame for each it costs).
   Back up, most important first, when no stream missed more than :data:`UP_MISS`, the workers have room
   for the faster rate, and the stream held its rung for its hold time (doubled after a step up that did
   not hold: hysteresis).
@@ -104,6 +108,9 @@ GUARD_MS = 60_000.0
 # -- admission -------------------------------------------------------------------------------------------
 #: frames learned per stream; its chain and work are their medians
 CHAINS_KEPT = 15
+#: frames a stream takes, whatever their prediction, before its learned chain may skip one: a median of three
+#: is not the first frame's cold run (first invocations, every stream starting at once)
+MIN_CHAINS = 3
 #: skips in a row (predicted late, chain too long) before one frame is taken lean, as a probe
 MAX_SHED_STREAK = 20
 #: prediction errors kept per stream, and how long one counts (ms)
@@ -423,7 +430,7 @@ class StreamController:
         deadline = at_ms + s.period_ms
         if s.offloaded:
             return self._offer_cloud(s, at_ms, now)
-        if not s.chains:   # nothing learned yet: take it, and learn
+        if len(s.chains) < MIN_CHAINS:   # too little learned yet: take it, and learn
             return self._take(s, at_ms, math.nan, lean=False, now_ms=now)
         span = deadline - now
         level = self.level(name, now)
@@ -455,6 +462,9 @@ class StreamController:
         s.late += late
         s.failed += not end.ok
         if end.ok and end.work_ms > 0.0:
+            if decision.lean and on_time and decision.predicted_ms > decision.deadline_ms:
+                s.chains.clear()   # a probe that beat its predicted miss: what was learned before is stale
+                s.works.clear()
             s.chains.append(end.path_ms)
             s.works.append(end.work_ms)
             s.chain_ms = float(statistics.median(s.chains))
@@ -662,7 +672,7 @@ class StreamController:
                                   "fits the workers")
         if not able:
             return self._to_cloud(now_ms, why)
-        paying = [s for s in able if self._pays(s, worst, share)]
+        paying = [s for s in able if self._pays(s, worst, share) and self._trades(s, worst)]
         if not paying:   # (a critical stream included: steps that free next to nothing would only cost their
             return None  # streams frames; its level, lane and niceness are what protect it then)
         victim = min(paying, key=lambda s: (-RANK[s.priority], -s.chain_ms * s.fps_now, s.name))
@@ -678,6 +688,14 @@ class StreamController:
             return share >= 1.0 - v.rates[v.rung + 1] / v.rates[v.rung]
         freed = v.work_ms * (v.fps_now - v.rates[-1])
         return freed >= MIN_RELIEF * share * worst.fps_now * worst.chain_ms
+
+    @staticmethod
+    def _trades(v: StreamState, worst: StreamState) -> bool:
+        """Whether ``v``'s frames may pay for ``worst``'s: always for a critical ``worst`` (its frames are worth
+        more than any other's) or for ``worst`` itself; otherwise only when a frame of ``v`` costs at least one of
+        ``worst`` (a step of ``v`` then frees at least one of ``worst``'s frames for each of its own it costs:
+        a cheap low stream stepping down for a costly normal one would lose more frames than it frees)."""
+        return worst.priority == "critical" or v is worst or v.work_ms >= worst.work_ms
 
     def _to_cloud(self, now_ms: float, why: str) -> Step | None:
         """The last rung: the least important stream whose chain fits its period on the cloud worker goes

@@ -18,7 +18,7 @@ import edgert
 from apps.xr import Pipelines, assets
 from edgert._core._run import Dispatcher
 from scheduler import streams as controller
-from scheduler.streams import MAX_SHED_STREAK, Work
+from scheduler.streams import MAX_SHED_STREAK, MIN_CHAINS, Work
 from apps.xr_demo import STREAMS, USER_LAG_FRAMES, UserCameras, user_streams
 
 HOPELESS_MS = 0.01
@@ -124,7 +124,8 @@ def test_a_frame_the_backlog_makes_miss_is_shed_whole_and_tracking_survives(rt, 
     """Priced as one job by its whole chain: nothing of the frame is submitted (no half frame), every stage
     says why, and the tracked regions are kept for the next frame."""
     px = Pipelines(rt, max_hands=1, max_faces=1, pose=True, segmentation=True)
-    px.process(clip[0], deadline_ms=AMPLE_MS)   # its streams learn their chains
+    for _ in range(MIN_CHAINS):   # its streams learn their chains
+        px.process(clip[0], deadline_ms=AMPLE_MS)
     before = {n: s["requests"] for n, s in rt.stats().items()}
     backlog.add(1e6)
     r = px.process(clip[1], deadline_ms=AMPLE_MS)
@@ -144,7 +145,8 @@ def test_a_stream_is_never_starved_by_skipping(rt, clip, backlog, monkeypatch):
     decides its requests. (The rate ladder is held still: this is the frame-level rule alone.)"""
     monkeypatch.setattr(controller, "DOWN_MISS", 2.0)
     px = Pipelines(rt, max_hands=0, max_faces=0, pose=True, segmentation=False)
-    px.process(clip[0], deadline_ms=1000.0)
+    for _ in range(MIN_CHAINS):   # its stream learns its chain
+        px.process(clip[0], deadline_ms=1000.0)
     backlog.add(1e6)
     shed = [bool(px.process(f, deadline_ms=1000.0).shed) for f in clip[1:1 + MAX_SHED_STREAK + 1]]
     backlog.clear()
@@ -157,7 +159,8 @@ def test_a_frame_is_not_shed_behind_work_due_after_it(rt, clip, backlog):
     """A face frame due in 1 s fits although 1e6 ms of work due later is queued (it runs ahead of it); the
     same work due before it sheds it whole."""
     px = Pipelines(rt, max_hands=0, max_faces=1, pose=False, segmentation=False)
-    px.process(clip[0], deadline_ms=1000.0)
+    for _ in range(MIN_CHAINS):   # its stream learns its chain
+        px.process(clip[0], deadline_ms=1000.0)
     backlog.add(1e6, due_in_ms=1e7)
     r = px.process(clip[1], deadline_ms=1000.0)
     assert not r.shed and len(r.faces) == 1, (r.shed, r.stages)

@@ -12,19 +12,20 @@ import random
 import pytest
 
 from scheduler import streams as S
-from scheduler.streams import Backlog, FrameEnd, StreamController, Work
+from scheduler.streams import MIN_CHAINS, Backlog, FrameEnd, StreamController, Work
 
 XR = (("hands", "critical"), ("face", "high"), ("pose", "normal"), ("segmentation", "low"))
 IDLE = 0.3
 
 
 def _controller(levels=XR, chain_ms: float = 5.0, fps: float = 30.0, warmup_ms: float = 0.0) -> StreamController:
-    """A controller whose streams have learned a chain of ``chain_ms`` (one frame each, ended on time at t < 0)."""
+    """A controller whose streams have learned a chain of ``chain_ms`` (``MIN_CHAINS`` frames each, ended on time at
+    t < 0)."""
     c = StreamController(warmup_ms=warmup_ms)
     for name, level in levels:
         c.add(name, fps, level)
-        c.streams[name].chains.append(chain_ms)
-        c.streams[name].works.append(chain_ms)
+        c.streams[name].chains.extend([chain_ms] * MIN_CHAINS)
+        c.streams[name].works.extend([chain_ms] * MIN_CHAINS)
         c.streams[name].chain_ms = c.streams[name].work_ms = chain_ms
     return c
 
@@ -248,6 +249,26 @@ def test_who_gives_way_first(levels, first):
     assert _steps(c) and _steps(c)[0].stream == first
 
 
+def _learned(c: StreamController, name: str, ms: float) -> None:
+    """Stream ``name`` has learned a chain and work of ``ms``."""
+    s = c.streams[name]
+    s.chains.extend([ms] * S.CHAINS_KEPT)
+    s.works.extend([ms] * S.CHAINS_KEPT)
+    s.chain_ms = s.work_ms = ms
+
+
+def test_a_cheaper_lower_stream_does_not_step_down_for_a_costlier_one_unless_that_one_is_critical():
+    """Stepping segmentation (10 ms a frame) down for pose (12 ms) would lose more segmentation frames than it
+    frees pose frames, though it frees MIN_RELIEF of pose's misses: pose steps itself. For a critical stream
+    just as costly, segmentation yields first."""
+    for missing, level, first in (("pose", "normal", "pose"), ("hands", "critical", "segmentation")):
+        c = _controller(((missing, level), ("segmentation", "low")))
+        _learned(c, missing, 12.0)
+        _learned(c, "segmentation", 10.0)
+        _frames(c, 0.0, 1.5, missing, 0.95)
+        assert _steps(c) and _steps(c)[0].stream == first, _steps(c)
+
+
 def test_a_level_yields_only_while_a_more_important_stream_misses():
     c = _controller()
     _frames(c, 0.0, 10.0, None, IDLE)   # everyone served: declared levels move nothing
@@ -392,14 +413,50 @@ def test_past_the_largest_error_the_margin_grows_beyond_it():
 def test_a_stream_learns_its_chain_from_its_frames():
     c = StreamController()
     c.add("kws", 10.0, "normal")
-    d = c.offer("kws", 0.0, Backlog(0.0))
-    assert d.taken and math.isnan(d.predicted_ms)   # nothing learned: taken, and learned from
-    c.ended("kws", d, FrameEnd(30.0, True, work_ms=12.0, path_ms=9.0))
+    for k in range(MIN_CHAINS):   # too little learned: taken whatever the work ahead, and learned from
+        d = c.offer("kws", 100.0 * k, Backlog(100.0 * k))
+        assert d.taken and math.isnan(d.predicted_ms)
+        c.ended("kws", d, FrameEnd(100.0 * k + 30.0, True, work_ms=12.0, path_ms=9.0))
     assert c.streams["kws"].chain_ms == 9.0 and c.streams["kws"].work_ms == 12.0
-    d2 = c.offer("kws", 100.0, Backlog(100.0))
-    assert d2.predicted_ms == pytest.approx(109.0)
-    c.ended("kws", d2, FrameEnd(140.0, False, 1.0, 1.0))   # a frame with a request dropped teaches nothing
+    t = 100.0 * MIN_CHAINS
+    d2 = c.offer("kws", t, Backlog(t))
+    assert d2.predicted_ms == pytest.approx(t + 9.0)
+    c.ended("kws", d2, FrameEnd(t + 40.0, False, 1.0, 1.0))   # a frame with a request dropped teaches nothing
     assert c.streams["kws"].chain_ms == 9.0 and c.stats("kws")["failed"] == 1
+
+
+def test_a_cold_first_frame_does_not_skip_the_frames_after_it():
+    """The first frame's chain (a cold first run, every stream starting at once) is longer than the period; the
+    next frames are still taken until MIN_CHAINS are learned, and the median then is the warm chain."""
+    c = StreamController(warmup_ms=0.0)
+    c.add("hands", 30.0, "critical")
+    chains = [48.0] + [5.0] * MIN_CHAINS
+    for k, path in enumerate(chains):
+        t = 1000.0 / 30.0 * k
+        d = c.offer("hands", t, Backlog(t, workers=2))
+        assert d.taken, d.detail
+        c.ended("hands", d, FrameEnd(t + path, True, path, path))
+    assert c.streams["hands"].chain_ms == 5.0
+
+
+def test_a_probe_that_beats_its_predicted_miss_replaces_the_stale_chain():
+    """A stream whose learned chain (200 ms) cannot fit even its bottom rung's period skips its frames, probes after
+    MAX_SHED_STREAK skips, and when the probe ends on time in 5 ms the stale samples go: the next frame is taken."""
+    c = _controller((("pose", "normal"),), chain_ms=200.0)
+    t, probe = 0.0, None
+    for _ in range(50 * S.MAX_SHED_STREAK):
+        d = c.offer("pose", t, Backlog(t, workers=2))
+        if d.taken:
+            probe = d
+            break
+        t += 1000.0 / 30.0
+    assert probe is not None and probe.lean and probe.predicted_ms > probe.deadline_ms
+    assert c.stats("pose")["frames_shed_by"]["chain_too_long"] == S.MAX_SHED_STREAK
+    c.ended("pose", probe, FrameEnd(t + 5.0, True, 5.0, 5.0))
+    assert c.streams["pose"].chain_ms == 5.0
+    while not c.offer("pose", t, Backlog(t, workers=2)).taken:   # (frames not its turn at its rung are skipped)
+        assert c.stats("pose")["frames_shed_by"]["chain_too_long"] == S.MAX_SHED_STREAK
+        t += 1000.0 / 30.0
 
 
 def test_the_controller_keeps_only_its_window_however_many_frames_ran():
