@@ -13,7 +13,8 @@ runtime (or one simulated device) at once:
   stream's while its level acts, nor one of a stream taking fewer frames than its bottom rung while that
   rung fits its fair share of the workers); when it is not its turn at the stream's rate; or when ``max_in_flight``
   of its frames still run. Each reason is one code of :data:`REASONS`. After :data:`MAX_SHED_STREAK` skips
-  in a row a frame is taken *lean* (a probe), so that the stream's estimates stay measured; a probe that ends
+  in a row a frame is taken *lean* (a probe), so that the stream's estimates stay measured. A stream's first
+  :data:`MIN_CHAINS` frames, and a critical stream's during the warm-up, are taken to learn from; a probe that ends
   on time where it was predicted to miss replaces the chain learned before (a stale estimate, such as the
   cold first runs', would otherwise skip frames until most of its samples were replaced).
 * **The rate ladder** (WebRTC's ``OveruseFrameDetector``, adaptive-bitrate rungs). A stream runs at one
@@ -430,7 +431,9 @@ class StreamController:
         deadline = at_ms + s.period_ms
         if s.offloaded:
             return self._offer_cloud(s, at_ms, now)
-        if len(s.chains) < MIN_CHAINS:   # too little learned yet: take it, and learn
+        if len(s.chains) < MIN_CHAINS or (s.priority == "critical" and self.warming(now)):
+            # too little learned yet, or a critical stream's first frames, which set up what its later frames
+            # build on (a tracker's first detection; skipped, its frames would stay the costlier kind): taken
             return self._take(s, at_ms, math.nan, lean=False, now_ms=now)
         span = deadline - now
         level = self.level(name, now)

@@ -439,6 +439,20 @@ def test_a_cold_first_frame_does_not_skip_the_frames_after_it():
     assert c.streams["hands"].chain_ms == 5.0
 
 
+def test_a_critical_stream_takes_its_frames_during_the_warm_up():
+    """Its first frames set up what its later frames build on (a tracker's first detection), so a critical
+    stream's frames are taken during the warm-up whatever their chain; a normal stream's are not, and after the
+    warm-up neither is."""
+    c = _controller((("hands", "critical"), ("pose", "normal")), chain_ms=200.0, warmup_ms=1000.0)
+    first = c.offer("hands", 0.0, Backlog(0.0, workers=2))
+    assert first.taken and c.warming(500.0)
+    c.ended("hands", first, FrameEnd(200.0, True, 200.0, 200.0))
+    assert c.offer("hands", 500.0, Backlog(500.0, workers=2)).taken
+    assert c.offer("pose", 500.0, Backlog(500.0, workers=2)).reason == "chain_too_long"
+    c.ended("hands", first, FrameEnd(700.0, True, 200.0, 200.0))
+    assert c.offer("hands", 1500.0, Backlog(1500.0, workers=2)).reason == "chain_too_long"
+
+
 def test_a_probe_that_beats_its_predicted_miss_replaces_the_stale_chain():
     """A stream whose learned chain (200 ms) cannot fit even its bottom rung's period skips its frames, probes after
     MAX_SHED_STREAK skips, and when the probe ends on time in 5 ms the stale samples go: the next frame is taken."""
