@@ -352,7 +352,7 @@ def main_from_args(args: argparse.Namespace) -> int:
     frames, source = frame_source(args)
     with edgert.Runtime(delegates=demo_delegates(getattr(args, "delegates", "auto")), scheduler=args.scheduler,
                         offload=offload, trace=args.trace,
-                        cpu_workers=args.cpu_workers, urgent_workers=urgent_workers_for(priority),
+                        cpu_workers=args.cpu_workers, urgent_workers=urgent_workers_for(priority, args.cpu_workers),
                         records=True if args.timeline or args.plot else SUMMARY_RECORDS) as rt:
         session = XRSession(rt, models_dir=_models_dir(args), users=getattr(args, "users", 1),
                             priority=priority)

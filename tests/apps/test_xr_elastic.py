@@ -10,6 +10,7 @@ or work added to what the dispatcher holds (``Dispatcher.backlog_locked``).
 from __future__ import annotations
 
 import itertools
+import os
 
 import numpy as np
 import pytest
@@ -197,3 +198,16 @@ def test_user_k_sees_the_source_40_k_frames_behind():
     cams = UserCameras(src, 3)
     assert [int(f[0, 0, 0]) for f in cams.latest()] == [2 * USER_LAG_FRAMES, USER_LAG_FRAMES, 0]
     assert [int(f[0, 0, 0]) for f in cams.advance()] == [2 * USER_LAG_FRAMES + 1, USER_LAG_FRAMES + 1, 1]
+
+
+def test_an_urgent_lane_only_beside_workers_that_leave_a_core_free():
+    """A lane beside one worker per core is a thread more than the cores (every run it overlaps shares a core):
+    one lane only when a stream is critical or high and the app runs fewer CPU workers than cores."""
+    from apps.xr import urgent_workers_for   # noqa: PLC0415
+    cores = len(os.sched_getaffinity(0))
+    assert urgent_workers_for({"hands": "critical"}) == 0                      # one worker per core (the default)
+    assert urgent_workers_for({"hands": "critical"}, cpu_workers=cores) == 0
+    assert urgent_workers_for({"hands": "critical"}, cpu_workers=cores - 1) == (cores > 1)
+    assert urgent_workers_for({"face": "high", "pose": "low"}, cpu_workers=0) == 1
+    assert urgent_workers_for({"pose": "normal", "segmentation": "low"}, cpu_workers=0) == 0
+    assert urgent_workers_for(None, cpu_workers=0) == 0
