@@ -30,7 +30,7 @@ import numpy as np
 
 from edgert.errors import ConfigError, InputError
 from recursion.forest import Forest
-from recursion.subgraph import Branch, SubGraph
+from recursion.subgraph import SubGraph
 
 __all__ = ["Forest", "Gather", "Group", "Plan", "make_plan"]
 
@@ -208,33 +208,53 @@ def make_plan(entry: SubGraph, forest: Forest, fields: Mapping[str, np.ndarray],
     shards = max(1, int(shards))
     shard_of = np.minimum(np.arange(n, dtype=np.int64) * shards // max(n, 1), shards - 1)
     sg_a, node_a, b_a, k_a, wave_a, aliases = _invocations(subgraphs, branch, forest, arity, fields, memoize)
-    k_a = coarse_buckets(np.stack((wave_a, shard_of[node_a], sg_a, b_a)), k_a)
-    order = np.lexsort((node_a, k_a, b_a, sg_a, shard_of[node_a], wave_a))
-    sg_a, node_a, b_a, k_a, wave_a = sg_a[order], node_a[order], b_a[order], k_a[order], wave_a[order]
     shard_a = shard_of[node_a]
+    k_a = coarse_buckets(np.stack((wave_a, shard_a, sg_a, b_a)), k_a)
+    order = _sorted_order((wave_a, shard_a, sg_a, b_a, k_a, node_a))
+    sg_a, node_a, b_a, k_a, wave_a, shard_a = (c[order] for c in (sg_a, node_a, b_a, k_a, wave_a, shard_a))
     row_a, pos, rows = _buffer_rows(len(subgraphs), sg_a, node_a, n, aliases)
-    # Group boundaries where any key changes.
-    change = np.ones(len(node_a), dtype=bool)
-    change[1:] = ((wave_a[1:] != wave_a[:-1]) | (shard_a[1:] != shard_a[:-1]) | (sg_a[1:] != sg_a[:-1])
-                  | (b_a[1:] != b_a[:-1]) | (k_a[1:] != k_a[:-1]))
+    starts, ends = _group_bounds((wave_a, shard_a, sg_a, b_a, k_a), max_rows)
+    producer = [np.full(r + 1, -1, dtype=np.int64) for r in rows]  # the group that writes each row; sentinel -1
+    group_of = np.repeat(np.arange(len(starts)), ends - starts)
+    for s in range(len(subgraphs)):
+        mine = sg_a == s
+        producer[s][row_a[mine]] = group_of[mine]
+    gathers, deps = _group_inputs(subgraphs, forest, sg_a, b_a, node_a, starts, ends, pos, rows, producer)
+    groups = tuple(Group(g, int(sg_a[a]), int(b_a[a]), int(wave_a[a]), int(row_a[a]), int(row_a[z - 1]) + 1,
+                         node_a[a:z], gathers[g], deps[g])
+                   for g, (a, z) in enumerate(zip(starts.tolist(), ends.tolist())))
+    return Plan(tuple(subgraphs), groups, tuple(rows), tuple(pos), int(forest.height.max()) + 1, shards)
+
+
+def _sorted_order(keys: Sequence[np.ndarray]) -> np.ndarray:
+    """``np.lexsort`` of non-negative int columns, most significant first (the last column unique): as one
+    int64 key when their ranges fit, which sorts several times faster."""
+    spans = [int(k.max()) + 1 if len(k) else 1 for k in keys]
+    if int(np.prod([float(x) for x in spans])) >= 2**62:
+        return np.lexsort(tuple(reversed(keys)))
+    key = np.zeros(len(keys[0]), dtype=np.int64)
+    for col, span in zip(keys, spans):
+        key = key * span + col
+    return np.argsort(key)
+
+
+def _group_bounds(keys: Sequence[np.ndarray], max_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where each group starts and ends among the sorted invocations: one group per run of equal ``keys``,
+    a run larger than ``max_rows`` cut into even chunks."""
+    m = len(keys[0])
+    change = np.zeros(m, dtype=bool)
+    change[0] = True
+    for col in keys:
+        change[1:] |= col[1:] != col[:-1]
     starts = np.flatnonzero(change)
-    ends = np.append(starts[1:], len(node_a))
+    ends = np.append(starts[1:], m)
     pieces = -(-(ends - starts) // max(1, int(max_rows)))
     if np.any(pieces > 1):
-        cuts = [np.linspace(a, z, k + 1).round().astype(np.int64)[:-1]
-                for a, z, k in zip(starts.tolist(), ends.tolist(), pieces.tolist())]
-        starts = np.concatenate(cuts)
-        ends = np.append(starts[1:], len(node_a))
-    producer = [np.full(r + 1, -1, dtype=np.int64) for r in rows]  # sentinel row stays -1
-    groups: list[Group] = []
-    for gid, (a, z) in enumerate(zip(starts.tolist(), ends.tolist())):
-        s, bi = int(sg_a[a]), int(b_a[a])
-        nodes = node_a[a:z]
-        r0, r1 = int(row_a[a]), int(row_a[z - 1]) + 1
-        producer[s][r0:r1] = gid
-        gathers, deps = _gathers(subgraphs[s].branches[bi], nodes, arity, subgraphs, forest, pos, rows, producer)
-        groups.append(Group(gid, s, bi, int(wave_a[a]), r0, r1, nodes, gathers, deps))
-    return Plan(tuple(subgraphs), tuple(groups), tuple(rows), tuple(pos), int(forest.height.max()) + 1, shards)
+        run = np.repeat(np.arange(len(starts)), pieces)
+        step = np.arange(len(run)) - np.repeat(np.cumsum(pieces) - pieces, pieces)   # chunk of its run
+        starts = np.round(starts[run] + step * (ends - starts)[run] / pieces[run]).astype(np.int64)
+        ends = np.append(starts[1:], m)
+    return starts, ends
 
 
 #: Coarse child-count buckets (:func:`coarse_buckets`), in units of one row of a cell call: a call's own
@@ -261,14 +281,29 @@ def coarse_buckets(keys: np.ndarray, arity: np.ndarray) -> np.ndarray:
     key = np.zeros(len(live), dtype=np.int64)        # the key columns and the count as one sortable int
     for col in (*keys[:, live], arity[live]):
         key = key * (int(col.max()) + 1) + col
-    uniq, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+    uniq, inverse, counts = _distinct(key)
     k = uniq % (int(arity.max()) + 1)
     starts = np.flatnonzero(np.diff(uniq // (int(arity.max()) + 1), prepend=-1))
     top = k.copy()
     for a, z in zip(starts.tolist(), np.append(starts[1:], len(uniq)).tolist()):
-        top[a:z] = _cut(k[a:z].tolist(), counts[a:z].tolist())
-    out[live] = top[inverse.reshape(-1)]
+        if z - a > 1:                   # (one count: its own bucket)
+            top[a:z] = _cut(k[a:z].tolist(), counts[a:z].tolist())
+    out[live] = top[inverse]
     return out
+
+
+def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True, return_counts=True)`` of non-negative ints; by counting, without
+    a sort, when their range is small (a few per key)."""
+    top = int(keys.max()) + 1 if len(keys) else 0
+    if top > 4 * len(keys) + 65536:
+        uniq, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+        return uniq, inverse.reshape(-1), counts
+    counts = np.bincount(keys, minlength=top)
+    uniq = np.flatnonzero(counts)
+    rank = np.zeros(top, dtype=np.int64)
+    rank[uniq] = np.arange(len(uniq))
+    return uniq, rank[keys], counts[uniq]
 
 
 def _cut(ks: list[int], ns: list[int]) -> list[int]:
@@ -384,27 +419,48 @@ def _buffer_rows(n_sg: int, sg_a: np.ndarray, node_a: np.ndarray, n: int,
     return row_a, pos, rows
 
 
-def _gathers(br: Branch, nodes: np.ndarray, arity: np.ndarray, subgraphs: list[SubGraph], forest: Forest,
-             pos: list[np.ndarray], rows: list[int],
-             producer: list[np.ndarray]) -> tuple[tuple[Gather, ...], tuple[int, ...]]:
-    """A group's input gathers (one per InvokeOp output: the buffer row of each node's k-th child, the
-    zero sentinel row where absent) and the groups it depends on (the producers of those rows)."""
-    gathers = []
-    deps: set[int] = set()
-    if br.invokes:
-        na = arity[nodes]
-        kmax = int(na.max())
-        cptr = forest.child_ptr[nodes]
-        for op in br.invokes:
-            t = subgraphs.index(op.target)
-            k = op.pad_to if op.pad_to is not None else kmax
-            cols = np.arange(k)
-            valid = cols[None, :] < na[:, None]
-            edge = np.where(valid, cptr[:, None] + cols[None, :], 0)
-            kid = forest.child_idx[edge] if len(forest.child_idx) else np.zeros_like(edge)
-            r = np.where(valid, pos[t][kid], rows[t])
-            deps.update(np.flatnonzero(np.bincount(producer[t][r].ravel() + 1)[1:]).tolist())  # -1: no producer
-            for out, name in op.outputs.items():
-                gathers.append(Gather(t, out, name, r))
-    return tuple(gathers), tuple(sorted(deps))
-
+def _group_inputs(subgraphs: list[SubGraph], forest: Forest, sg_a: np.ndarray, b_a: np.ndarray,
+                  node_a: np.ndarray, starts: np.ndarray, ends: np.ndarray, pos: list[np.ndarray],
+                  rows: list[int], producer: list[np.ndarray]) -> tuple[list[tuple[Gather, ...]],
+                                                                        list[tuple[int, ...]]]:
+    """Per group, its input gathers (one per InvokeOp output: the buffer row of each node's k-th child, the
+    zero sentinel row where absent; k up to the group's most children, or the op's ``pad_to``) and the
+    groups it depends on (the producers of those rows). Every group of a branch at once: one flat array of
+    rows a branch and op, a group's rows a view of it."""
+    n_groups = len(starts)
+    gathers: list[list[Gather]] = [[] for _ in range(n_groups)]
+    links = [np.empty(0, dtype=np.int64)]    # group * (n_groups + 1) + 1 + the group it depends on
+    sizes = ends - starts
+    arity = forest.arity
+    for s, sg in enumerate(subgraphs):
+        for bi, br in enumerate(sg.branches):
+            mine = np.flatnonzero((sg_a[starts] == s) & (b_a[starts] == bi))   # this branch's groups, in order
+            if not br.invokes or len(mine) == 0:
+                continue
+            nodes = node_a[np.flatnonzero((sg_a == s) & (b_a == bi))]
+            kids = arity[nodes]
+            first = np.concatenate(([0], np.cumsum(sizes[mine])))    # each group's first node among ``nodes``
+            most = np.maximum.reduceat(kids, first[:-1])
+            # every child of every node: which node, which of its children
+            of = np.repeat(np.arange(len(nodes)), kids)
+            nth = np.arange(len(of)) - np.repeat(np.cumsum(kids) - kids, kids)
+            child = forest.child_idx[forest.child_ptr[nodes][of] + nth]
+            for op in br.invokes:
+                t = subgraphs.index(op.target)
+                width = most if op.pad_to is None else np.full(len(mine), op.pad_to)
+                at = np.concatenate(([0], np.cumsum(width * sizes[mine])))   # each group's first slot
+                slot = at[np.repeat(np.arange(len(mine)), sizes[mine])] + (np.arange(len(nodes)) - np.repeat(
+                    first[:-1], sizes[mine])) * np.repeat(width, sizes[mine])   # each node's first slot
+                flat = np.full(int(at[-1]), rows[t], dtype=np.int64)
+                flat[slot[of] + nth] = pos[t][child]
+                for i, g in enumerate(mine.tolist()):
+                    r = flat[at[i]:at[i + 1]].reshape(int(sizes[g]), int(width[i]))
+                    gathers[g].extend(Gather(t, out, name, r) for out, name in op.outputs.items())
+                made_by = producer[t][flat]
+                owner = np.repeat(mine, width * sizes[mine])
+                links.append((owner * (n_groups + 1) + 1 + made_by)[made_by >= 0])
+    pairs = _distinct(np.concatenate(links))[0]
+    owner, dep = pairs // (n_groups + 1), pairs % (n_groups + 1) - 1
+    bounds = np.searchsorted(owner, np.arange(n_groups + 1)).tolist()
+    return ([tuple(g) for g in gathers],
+            [tuple(dep[a:z].tolist()) for a, z in zip(bounds[:-1], bounds[1:])])
