@@ -187,7 +187,8 @@ class TreeModel:
         """
         bounds = self._part_bounds(len(trees.roots) if isinstance(trees, Forest) else len(trees))
         if bounds is None:
-            return self.run(trees).roots(self.STATE)
+            forest = trees if isinstance(trees, Forest) else Forest.from_trees(trees)
+            return self.executor.run(forest, self.fields(forest), keep=(self.STATE,)).roots(self.STATE)
         if isinstance(trees, Forest):
             return self._encode_parts([trees.part(a, b) for a, b in zip(bounds[:-1], bounds[1:])], lambda f: f)
         return self._encode_parts([trees[a:b] for a, b in zip(bounds[:-1], bounds[1:])], Forest.from_trees)
@@ -229,7 +230,7 @@ class TreeModel:
             return forest, fields, ex.plan(forest, fields, shards=1), (time.perf_counter() - t) * 1e3
 
         def run(prep: tuple[Forest, dict[str, np.ndarray], Any, float]) -> tuple[np.ndarray, RunStats]:
-            res = ex.run(prep[0], prep[1], plan=prep[2])
+            res = ex.run(prep[0], prep[1], plan=prep[2], keep=(self.STATE,))
             return res.roots(self.STATE), res.stats
 
         preps: list[float] = []

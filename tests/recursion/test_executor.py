@@ -120,6 +120,23 @@ def test_memoized_leaves_equal_unmemoized() -> None:
     np.testing.assert_array_equal(memo.nodes("c"), plain.nodes("c"))
 
 
+def test_kept_outputs_only_and_what_parents_read() -> None:
+    """``keep`` leaves out the outputs no InvokeOp reads (c here) and changes no value; encode keeps h."""
+    rng = np.random.default_rng(6)
+    vocab = [f"w{i}" for i in range(20)]
+    trees = [sst_like_tree(rng, vocab) for _ in range(30)]
+    with OrtRunner(1) as runner:
+        model = ChildSumTreeLSTM.random(vocab, input_dim=6, hidden=5, runtime=runner)
+        forest = Forest.from_trees(trees)
+        full = model.executor.run(forest, model.fields(forest))
+        lean = model.executor.run(forest, model.fields(forest), keep=("h",))
+        encoded = model.encode(trees)
+    sg = model.subgraph.name
+    assert set(full.buffers[sg]) == {"h", "c", "fc"} and set(lean.buffers[sg]) == {"h", "fc"}
+    np.testing.assert_array_equal(lean.nodes("h"), full.nodes("h"))
+    np.testing.assert_array_equal(encoded, full.roots("h"))
+
+
 #: How long a gated call waits for a second call to be in flight before the test calls it serial (s).
 GATE_S = 30.0
 
