@@ -281,10 +281,24 @@ def _inputs(g: Group, sgs: Sequence[SubGraph], fields: Mapping[str, np.ndarray],
     """A group's cell inputs: its nodes' fields, and one gather per InvokeOp input from the buffers."""
     br = sgs[g.sg].branches[g.branch]
     inputs = {name: fields[f][g.nodes] for name, f in br.fields.items()}
-    for ga in g.gathers:  # one flat take per input (faster than 2-D fancy indexing)
+    for ga in g.gathers:
         src = bufs[ga.sg][ga.output]
-        inputs[ga.name] = np.take(src, ga.rows.ravel(), axis=0).reshape(ga.rows.shape + src.shape[1:])
+        if ga.counts is None:   # stacked: one flat take (faster than 2-D fancy indexing)
+            inputs[ga.name] = np.take(src, ga.rows.ravel(), axis=0).reshape(ga.rows.shape + src.shape[1:])
+        else:
+            inputs[ga.name] = _children_sum(src, ga.rows, ga.counts)
     return inputs
+
+
+def _children_sum(src: np.ndarray, rows: np.ndarray, counts: Sequence[int]) -> np.ndarray:
+    """``src[rows].sum(1)`` for rows whose k-th column is real for the first ``counts[k]`` rows only: a take
+    and an add per child position, over those rows alone (no padded child is read)."""
+    if rows.shape[1] == 0:
+        return np.zeros((len(rows), *src.shape[1:]), dtype=src.dtype)
+    total = np.take(src, rows[:, 0], axis=0)
+    for k in range(1, rows.shape[1]):
+        total[:counts[k]] += np.take(src, rows[:counts[k], k], axis=0)
+    return total
 
 
 def _store(g: Group, sgs: Sequence[SubGraph], bufs: list[dict[str, np.ndarray]],

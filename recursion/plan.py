@@ -37,12 +37,15 @@ __all__ = ["Forest", "Gather", "Group", "Plan", "make_plan"]
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Gather:
-    """One InvokeOp input of a group: ``buffers[sg][output][rows]`` → cell input ``name`` ([B, K, …])."""
+    """One InvokeOp input of a group: ``buffers[sg][output][rows]`` → cell input ``name`` ([B, K, …]), or its
+    sum over K ([B, …]) when ``counts`` is given: ``counts[k]`` of the group's nodes have more than ``k``
+    children (they come first: a summed input's nodes are in falling child count)."""
 
     sg: int
     output: str
     name: str
     rows: np.ndarray
+    counts: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -210,7 +213,11 @@ def make_plan(entry: SubGraph, forest: Forest, fields: Mapping[str, np.ndarray],
     sg_a, node_a, b_a, k_a, wave_a, aliases = _invocations(subgraphs, branch, forest, arity, fields, memoize)
     shard_a = shard_of[node_a]
     k_a = coarse_buckets(np.stack((wave_a, shard_a, sg_a, b_a)), k_a)
-    order = _sorted_order((wave_a, shard_a, sg_a, b_a, k_a, node_a))
+    # a summed input's nodes in falling child count, so that the k-th children are a prefix of the group
+    summed = np.concatenate([[any(op.reduce for op in br.invokes) for br in sg.branches] for sg in subgraphs])
+    first_branch = np.cumsum([0] + [len(sg.branches) for sg in subgraphs])
+    fewer = np.where(summed[first_branch[sg_a] + b_a], int(arity.max()) - arity[node_a], 0)
+    order = _sorted_order((wave_a, shard_a, sg_a, b_a, k_a, fewer, node_a))
     sg_a, node_a, b_a, k_a, wave_a, shard_a = (c[order] for c in (sg_a, node_a, b_a, k_a, wave_a, shard_a))
     row_a, pos, rows = _buffer_rows(len(subgraphs), sg_a, node_a, n, aliases)
     starts, ends = _group_bounds((wave_a, shard_a, sg_a, b_a, k_a), max_rows)
@@ -348,7 +355,7 @@ def _invocations(subgraphs: list[SubGraph], branch: list[np.ndarray], forest: Fo
                  fields: Mapping[str, np.ndarray], memoize: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                                           np.ndarray, np.ndarray, list[_Alias]]:
     """Every invocation that gets a buffer row, as columns: SubGraph, node, branch, child count (for
-    un-padded stacking, 0 otherwise), wave; and the memoized duplicates as
+    stacking without ``pad_to``, 0 otherwise), wave; and the memoized duplicates as
     ``(SubGraph, duplicate nodes, their representatives)``.
 
     Raises:
@@ -360,7 +367,8 @@ def _invocations(subgraphs: list[SubGraph], branch: list[np.ndarray], forest: Fo
     for s, sg in enumerate(subgraphs):
         nodes = np.flatnonzero(branch[s] >= 0)
         b = branch[s][nodes]
-        unpadded = np.array([any(op.pad_to is None for op in br.invokes) for br in sg.branches])
+        stacked = np.array([any(op.pad_to is None and op.reduce is None for op in br.invokes)
+                            for br in sg.branches])
         pad = np.array([max([op.pad_to or 0 for op in br.invokes] + [0]) for br in sg.branches])
         a = arity[nodes]
         over = (pad[b] > 0) & (a > pad[b])
@@ -369,7 +377,7 @@ def _invocations(subgraphs: list[SubGraph], branch: list[np.ndarray], forest: Fo
             raise InputError(f"SubGraph {sg.name!r} branch {sg.branches[int(branch[s][i])].name!r} takes at most "
                              f"{int(pad[branch[s][i]])} children, a node has {int(arity[i])}; binarize the trees "
                              "or use a model with a larger N")
-        bucket = np.where(unpadded[b], a, 0)
+        bucket = np.where(stacked[b], a, 0)
         if memoize:
             keep = _memoize(s, sg, nodes, b, fields, aliases)
             nodes, b, bucket = nodes[keep], b[keep], bucket[keep]
@@ -424,7 +432,8 @@ def _group_inputs(subgraphs: list[SubGraph], forest: Forest, sg_a: np.ndarray, b
                   rows: list[int], producer: list[np.ndarray]) -> tuple[list[tuple[Gather, ...]],
                                                                         list[tuple[int, ...]]]:
     """Per group, its input gathers (one per InvokeOp output: the buffer row of each node's k-th child, the
-    zero sentinel row where absent; k up to the group's most children, or the op's ``pad_to``) and the
+    zero sentinel row where absent; k up to the group's most children, or the op's ``pad_to``; a summed
+    input also counts the nodes with more than k children) and the
     groups it depends on (the producers of those rows). Every group of a branch at once: one flat array of
     rows a branch and op, a group's rows a view of it."""
     n_groups = len(starts)
@@ -455,7 +464,8 @@ def _group_inputs(subgraphs: list[SubGraph], forest: Forest, sg_a: np.ndarray, b
                 flat[slot[of] + nth] = pos[t][child]
                 for i, g in enumerate(mine.tolist()):
                     r = flat[at[i]:at[i + 1]].reshape(int(sizes[g]), int(width[i]))
-                    gathers[g].extend(Gather(t, out, name, r) for out, name in op.outputs.items())
+                    counts = _more_than(kids[first[i]:first[i + 1]], int(width[i])) if op.reduce else None
+                    gathers[g].extend(Gather(t, out, name, r, counts) for out, name in op.outputs.items())
                 made_by = producer[t][flat]
                 owner = np.repeat(mine, width * sizes[mine])
                 links.append((owner * (n_groups + 1) + 1 + made_by)[made_by >= 0])
@@ -464,3 +474,8 @@ def _group_inputs(subgraphs: list[SubGraph], forest: Forest, sg_a: np.ndarray, b
     bounds = np.searchsorted(owner, np.arange(n_groups + 1)).tolist()
     return ([tuple(g) for g in gathers],
             [tuple(dep[a:z].tolist()) for a, z in zip(bounds[:-1], bounds[1:])])
+
+
+def _more_than(kids: np.ndarray, width: int) -> tuple[int, ...]:
+    """For each ``k < width``: how many of ``kids`` (child counts) exceed ``k``."""
+    return tuple(np.bincount(kids, minlength=width + 1)[::-1].cumsum()[::-1][1:width + 1].tolist())

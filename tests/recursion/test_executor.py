@@ -78,6 +78,38 @@ def test_mutual_recursion_alternates_subgraphs() -> None:
     assert ((res.pos["even"] >= 0) ^ (res.pos["odd"] >= 0)).all()
 
 
+def _summed_cell(w: np.ndarray) -> bytes:
+    g = CellBuilder("summed")
+    g.output(g.op("Tanh", g.linear(g.input("kids", FLOAT, ["B", H]), w, None, "w")), "h", ["B", H])
+    return g.build()
+
+
+def test_summed_invoke_equals_stacked_and_needs_no_buckets() -> None:
+    """``reduce="sum"`` hands the cell its children's sum: the same states as stacking them and summing in
+    the cell, in one group a wave whatever the child counts (no padding)."""
+    rng = np.random.default_rng(4)
+    w = rng.normal(size=(H, H))
+    stacked = SubGraph("stacked", outputs=("h",))
+    stacked.branch(is_leaf, _leaf_cell(0.1), fields={"word": "word"}, name="leaf")
+    stacked.branch(is_internal, _sum_cell(w), invokes=[InvokeOp(stacked, {"h": "kids"})], name="node")
+    summed = SubGraph("summed", outputs=("h",))
+    summed.branch(is_leaf, _leaf_cell(0.1), fields={"word": "word"}, name="leaf")
+    summed.branch(is_internal, _summed_cell(w), invokes=[InvokeOp(summed, {"h": "kids"}, reduce="sum")], name="node")
+    trees = [random_tree(int(rng.integers(1, 60)), 6, rng) for _ in range(40)]
+    forest = Forest.from_trees(trees)
+    fields = {"word": np.arange(forest.n, dtype=np.int64) % 7}
+    with OrtRunner(1) as runner:
+        want = Executor(stacked, runner, shards=1).run(forest, fields)
+        ex = Executor(summed, runner, shards=1, max_rows=10**9)
+        got = ex.run(forest, fields)
+        plan = ex.plan(forest, fields)
+    np.testing.assert_allclose(got.nodes("h"), want.nodes("h"), atol=1e-6)
+    assert len(plan.groups) == plan.waves                       # leaves in wave 0, then one call a wave
+    with pytest.raises(ConfigError, match="reduce="):
+        SubGraph("bad", outputs=("h",)).branch(is_internal, _summed_cell(w),
+                                               invokes=[InvokeOp(summed, {"h": "kids"}, reduce="mean")])
+
+
 def test_one_call_per_wave_across_trees() -> None:
     rng = np.random.default_rng(1)
     vocab = [f"w{i}" for i in range(50)]
