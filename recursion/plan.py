@@ -454,21 +454,22 @@ def _group_inputs(subgraphs: list[SubGraph], forest: Forest, sg_a: np.ndarray, b
             of = np.repeat(np.arange(len(nodes)), kids)
             nth = np.arange(len(of)) - np.repeat(np.cumsum(kids) - kids, kids)
             child = forest.child_idx[forest.child_ptr[nodes][of] + nth]
+            group_of_node = np.repeat(np.arange(len(mine)), sizes[mine])
+            more = _more_than(kids, group_of_node, int(kids.max(initial=0)))
             for op in br.invokes:
                 t = subgraphs.index(op.target)
                 width = most if op.pad_to is None else np.full(len(mine), op.pad_to)
                 at = np.concatenate(([0], np.cumsum(width * sizes[mine])))   # each group's first slot
-                slot = at[np.repeat(np.arange(len(mine)), sizes[mine])] + (np.arange(len(nodes)) - np.repeat(
-                    first[:-1], sizes[mine])) * np.repeat(width, sizes[mine])   # each node's first slot
+                slot = at[group_of_node] + (np.arange(len(nodes)) - first[group_of_node]) * width[group_of_node]
                 flat = np.full(int(at[-1]), rows[t], dtype=np.int64)
-                flat[slot[of] + nth] = pos[t][child]
+                row = pos[t][child]
+                flat[slot[of] + nth] = row
                 for i, g in enumerate(mine.tolist()):
                     r = flat[at[i]:at[i + 1]].reshape(int(sizes[g]), int(width[i]))
-                    counts = _more_than(kids[first[i]:first[i + 1]], int(width[i])) if op.reduce else None
+                    counts = tuple(more[i, :int(width[i])].tolist()) if op.reduce else None
                     gathers[g].extend(Gather(t, out, name, r, counts) for out, name in op.outputs.items())
-                made_by = producer[t][flat]
-                owner = np.repeat(mine, width * sizes[mine])
-                links.append((owner * (n_groups + 1) + 1 + made_by)[made_by >= 0])
+                made_by = producer[t][row]
+                links.append((mine[group_of_node[of]] * (n_groups + 1) + 1 + made_by)[made_by >= 0])
     pairs = _distinct(np.concatenate(links))[0]
     owner, dep = pairs // (n_groups + 1), pairs % (n_groups + 1) - 1
     bounds = np.searchsorted(owner, np.arange(n_groups + 1)).tolist()
@@ -476,6 +477,10 @@ def _group_inputs(subgraphs: list[SubGraph], forest: Forest, sg_a: np.ndarray, b
             [tuple(dep[a:z].tolist()) for a, z in zip(bounds[:-1], bounds[1:])])
 
 
-def _more_than(kids: np.ndarray, width: int) -> tuple[int, ...]:
-    """For each ``k < width``: how many of ``kids`` (child counts) exceed ``k``."""
-    return tuple(np.bincount(kids, minlength=width + 1)[::-1].cumsum()[::-1][1:width + 1].tolist())
+def _more_than(kids: np.ndarray, group: np.ndarray, most: int) -> np.ndarray:
+    """int64 [groups, most + 1]: ``[g, k]``, how many nodes of group ``g`` have more than ``k`` children
+    (``kids``: each node's child count, ``group``: its group, ascending from 0)."""
+    width = most + 1
+    per_count = np.bincount(group * width + kids, minlength=(int(group[-1]) + 1) * width).reshape(-1, width)
+    at_least = per_count[:, ::-1].cumsum(axis=1)[:, ::-1]     # [g, k]: nodes with k children or more
+    return np.concatenate((at_least[:, 1:], np.zeros((len(at_least), 1), dtype=np.int64)), axis=1)
