@@ -244,6 +244,7 @@ def _overlap_run(how: str) -> ConcurrencyRecorderDouble:
         # one run's parallel groups are submitted; encode's parts (one group per wave) are sync calls
         double = ConcurrencyRecorderDouble(runner, hold="submit" if how == "run" else "call")
         model = ChildSumTreeLSTM.random(vocab, input_dim=32, hidden=32, runtime=double)
+        model.min_nodes_per_part = 1000         # parts of this small batch (a real one splits from 10,000 nodes)
         got = model.run(trees).roots("h") if how == "run" else model.encode(trees)
         np.testing.assert_allclose(ChildSumTreeLSTM(model.weights, runtime=OrtRunner(1)).run(trees).roots("h"),
                                    got, atol=1e-6)
@@ -262,6 +263,15 @@ def test_encode_runs_its_parts_at_the_same_time() -> None:
     double = _overlap_run("encode")
     assert not double.gate_timed_out, "no cell call was joined by a second one: the parts ran serially"
     assert double.peak >= 2 and double.active == 0
+
+
+def test_encode_splits_only_batches_large_enough() -> None:
+    """Two workers: a batch is cut in two only when each part has enough trees and nodes to pay."""
+    with OrtRunner(2) as runner:
+        model = ChildSumTreeLSTM.random(["a"], input_dim=4, hidden=4, runtime=runner)
+        assert model._part_bounds(300, 11_400) is None                 # 300 small trees: one part
+        assert model._part_bounds(300, 31_400) is not None             # 300 large ones: two
+        assert model._part_bounds(40, 31_400) is None                  # too few trees
 
 
 class GatedDelegateDouble(Delegate):
