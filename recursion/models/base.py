@@ -190,15 +190,17 @@ class TreeModel:
         worker, front-loaded (:func:`part_sizes`): this thread prepares the parts one after
         another and each starts running as soon as it is prepared, so a part's planning
         (Python/numpy, holding the GIL) overlaps the earlier parts' cell calls instead of
-        preceding all of them, which is what keeps a single plan from scaling with workers.
+        preceding all of them, which is what keeps a single plan from scaling with workers. A batch
+        with too few nodes for that (``min_nodes_per_part`` a worker) runs its levels in order on this
+        thread, as on one worker: cutting its levels across workers pays no better than cutting the
+        batch.
         """
-        if isinstance(trees, Forest):
-            bounds = self._part_bounds(len(trees.roots), trees.n)
-        else:
-            bounds = self._part_bounds(len(trees), sum(map(len, trees)))
+        nodes = trees.n if isinstance(trees, Forest) else sum(map(len, trees))
+        bounds = self._part_bounds(len(trees.roots) if isinstance(trees, Forest) else len(trees), nodes)
         if bounds is None:
             forest = trees if isinstance(trees, Forest) else Forest.from_trees(trees)
-            return self.executor.run(forest, self.fields(forest), keep=(self.STATE,)).roots(self.STATE)
+            shards = None if nodes >= self._workers() * self.min_nodes_per_part else 1
+            return self.executor.run(forest, self.fields(forest), shards, keep=(self.STATE,)).roots(self.STATE)
         if isinstance(trees, Forest):
             return self._encode_parts([trees.part(a, b) for a, b in zip(bounds[:-1], bounds[1:])], lambda f: f)
         return self._encode_parts([trees[a:b] for a, b in zip(bounds[:-1], bounds[1:])], Forest.from_trees)
@@ -222,11 +224,15 @@ class TreeModel:
     def _part_bounds(self, count: int, nodes: int) -> list[int] | None:
         """Tree index bounds of the parts ``encode`` cuts ``count`` trees of about ``nodes`` nodes into; None
         for one part."""
-        parts = self.executor.runner.parallelism if self._shards is None else self._shards
+        parts = self._workers()
         chunks = parts * CHUNKS_PER_WORKER
         if parts <= 1 or count < chunks * MIN_TREES_PER_PART or nodes < chunks * self.min_nodes_per_part:
             return None
         return np.cumsum([0, *part_sizes(count, parts * CHUNKS_PER_WORKER)]).tolist()
+
+    def _workers(self) -> int:
+        """The parts ``encode`` can run at once: the runner's workers (or the ``shards`` given)."""
+        return self.executor.runner.parallelism if self._shards is None else self._shards
 
     def _encode_parts(self, chunks: Sequence[Any], to_forest: Callable[[Any], Forest]) -> np.ndarray:
         """Root states of every part, ``to_forest(chunk)`` each: this thread prepares the parts in order and

@@ -272,6 +272,11 @@ def test_encode_splits_only_batches_large_enough() -> None:
         assert model._part_bounds(300, 11_400) is None                 # 300 small trees: one part
         assert model._part_bounds(300, 31_400) is not None             # 300 large ones: two
         assert model._part_bounds(40, 31_400) is None                  # too few trees
+        # a batch too small to cut runs its levels in order, as on one worker (no level cut in two)
+        trees = [sst_like_tree(np.random.default_rng(7), ["a"]) for _ in range(100)]
+        forest = Forest.from_trees(trees)
+        model.encode(trees)
+        assert model.executor.last_stats.calls == len(model.executor.plan(forest, model.fields(forest), 1).groups)
 
 
 class GatedDelegateDouble(Delegate):
@@ -338,6 +343,7 @@ def test_runtime_spreads_groups_over_both_cpu_workers() -> None:
     gate = GatedDelegateDouble()
     with edgert.Runtime(delegates=[gate], cpu_workers=2, warmup_runs=1) as rt:
         model = ChildSumTreeLSTM.random(vocab, input_dim=64, hidden=64, runtime=rt)
+        model.min_nodes_per_part = 1000         # parts of this small batch (a real one splits from 10,000 nodes)
         model.executor.warm()
         # Estimates far above a cell's real run: a run held open by the gate must read as busy to the
         # policy (a run past its estimate reads as ending now, and a tie would go to cpu0).
