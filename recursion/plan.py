@@ -122,19 +122,22 @@ def _expand_self(entry: SubGraph, forest: Forest, fields: Mapping[str, np.ndarra
     whose branch invokes nothing cuts off its descendants (a contiguous id range)."""
     n = forest.n
     arity = forest.arity
-    every = np.arange(n, dtype=np.int64)
     b_all = np.full(n, -1, dtype=np.int64)
     for b, br in enumerate(entry.branches):
         hit = np.asarray(br.when(arity, fields), dtype=bool) & (b_all < 0)
         b_all[hit] = b
     invokes = np.array([len(br.invokes) > 0 for br in entry.branches] + [True])
     cut = np.flatnonzero((arity > 0) & ~invokes[b_all])
+    if len(cut) == 0:                   # (every internal node invokes: all are live)
+        if np.any(b_all < 0):
+            _branches_for(entry, np.arange(n, dtype=np.int64), forest, arity, fields)  # raises, naming the node
+        return b_all
     cover = np.zeros(n + 1, dtype=np.int64)
     np.add.at(cover, forest.first[cut], 1)
     np.add.at(cover, cut, -1)
     live = np.cumsum(cover[:-1]) == 0
     if np.any(live & (b_all < 0)):
-        _branches_for(entry, every[live], forest, arity, fields)  # raises with the node named
+        _branches_for(entry, np.flatnonzero(live), forest, arity, fields)  # raises with the node named
     return np.where(live, b_all, -1)
 
 
@@ -379,7 +382,7 @@ def _invocations(subgraphs: list[SubGraph], branch: list[np.ndarray], forest: Fo
                              "or use a model with a larger N")
         bucket = np.where(stacked[b], a, 0)
         if memoize:
-            keep = _memoize(s, sg, nodes, b, fields, aliases)
+            keep = np.flatnonzero(_memoize(s, sg, nodes, b, fields, aliases))
             nodes, b, bucket = nodes[keep], b[keep], bucket[keep]
         keys_sg.append(np.full(len(nodes), s, dtype=np.int64))
         keys_node.append(nodes)
