@@ -11,11 +11,13 @@ Everything here is vectorised numpy over the whole batch; nothing recurses.
 3. Waves: an invocation only needs its children, which are strictly lower, so
    the node's height is an as-soon-as-possible wave number.
 4. Groups: invocations of one branch in one wave (and one shard of the batch,
-   and one child-count bucket, :func:`coarse_buckets`) form a group = one
-   batched cell call. Rows of
+   and, for children handed over stacked, one child-count bucket,
+   :func:`coarse_buckets`) form a group = one batched cell call. Rows of
    a group are contiguous in its SubGraph's output buffers, so storing a
    result is a slice copy; inputs are gathered with one index array per
-   InvokeOp (absent children point at a zero sentinel row).
+   InvokeOp (absent children point at a zero sentinel row). Children handed
+   over summed (``InvokeOp(reduce="sum")``) need no common count: the group's
+   nodes come in falling child count, so each child position is a prefix.
 5. Dependencies between groups come from which groups produced the children,
    so independent groups (different shards, different branches) can run at
    the same time.
