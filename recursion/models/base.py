@@ -25,9 +25,9 @@ from recursion.tree import Tree
 #: ``encode`` splits a batch across workers only when each part gets at least this many trees
 MIN_TREES_PER_PART = 32
 #: ... and this many nodes. Measured on Child-Sum (H 150): 300 small trees (~11,400 nodes) in two parts ran
-#: no faster on two workers than in one part on one (1.03x, quiet host), and 20-25 % slower while another
-#: process held the second core (each part repeats the narrow top levels, and the two parts' products
-#: share the cores); 300 large trees (~31,400 nodes) in two parts ran 1.2x faster.
+#: no faster on two workers than in one part on one (1.03x, quiet host), and 0.74-0.88x as fast while
+#: other processes held the second core (each part repeats the narrow top levels, and the two parts'
+#: products share the cores); 300 large trees (~31,400 nodes) in two parts ran 1.2x faster.
 MIN_NODES_PER_PART = 10_000
 #: Parts per worker (2 measured slower: the leaf memo shares less across smaller parts).
 CHUNKS_PER_WORKER = 1
@@ -195,7 +195,7 @@ class TreeModel:
         thread, as on one worker: cutting its levels across workers pays no better than cutting the
         batch.
         """
-        nodes = trees.n if isinstance(trees, Forest) else sum(map(len, trees))
+        nodes = trees.n if isinstance(trees, Forest) else sum(len(t) for t in trees if isinstance(t, Tree))
         bounds = self._part_bounds(len(trees.roots) if isinstance(trees, Forest) else len(trees), nodes)
         if bounds is None:
             forest = trees if isinstance(trees, Forest) else Forest.from_trees(trees)
