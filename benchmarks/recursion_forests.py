@@ -227,7 +227,7 @@ STAGES = (
     ("parse (read_forest)", [("ptb.py", "read_forest")], []),
     ("word ids (Forest.lookup)", [("forest.py", "lookup")], []),
     ("planning (make_plan)", [("plan.py", "make_plan")], []),
-    ("gathers (numpy take of the children's rows)", [("executor.py", "_inputs")], []),
+    ("gathers (the children's rows, taken and summed)", [("executor.py", "_inputs")], []),
     ("cell calls (InferenceSession.run)", [ORT_RUN], []),
     ("runtime around a call (Model.__call__ less the run)", [("_model.py", "__call__")], [ORT_RUN]),
     ("stores (outputs into the buffers)", [("executor.py", "_store")], []),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from queue import SimpleQueue
 from typing import Any
@@ -171,13 +171,15 @@ class Executor:
                          self.max_rows, self.memoize)
 
     def run(self, trees: Sequence[Tree] | Forest, fields: Mapping[str, np.ndarray] | None = None,
-            shards: int | None = None, plan: Plan | None = None) -> RunResult:
+            shards: int | None = None, plan: Plan | None = None, keep: Collection[str] | None = None) -> RunResult:
         """Evaluate ``entry`` on every tree; returns every invocation's outputs.
 
         ``fields`` are node arrays ``[n, …]`` in the batch's global node order
         (``Forest.from_trees(trees)``). ``plan``: one :meth:`plan` made earlier for this same
-        forest and fields (so planning can happen on another thread); None plans here. Raises what
-        a cell call raised (InferenceError, RequestDropped …), naming the SubGraph and branch.
+        forest and fields (so planning can happen on another thread); None plans here. ``keep``: the
+        SubGraph outputs the result holds; any other is stored only where an InvokeOp reads it, and
+        left out of the result (None: every output). Raises what a cell call raised (InferenceError,
+        RequestDropped …), naming the SubGraph and branch.
         """
         t0 = time.perf_counter()
         forest = trees if isinstance(trees, Forest) else Forest.from_trees(trees)
@@ -188,7 +190,7 @@ class Executor:
         elif len(plan.pos[0]) != forest.n:
             raise ConfigError(f"the plan given to run() covers {len(plan.pos[0])} nodes but the forest has {forest.n}; "
                               "make it with executor.plan(forest, fields) for this same forest")
-        bufs = self._buffers(plan)
+        bufs = self._buffers(plan, keep)
         sgs = plan.subgraphs
         cells = {(g.sg, g.branch): self._cell(g.sg, g.branch, sgs[g.sg], sgs[g.sg].branches[g.branch])
                  for g in plan.groups}
@@ -202,15 +204,19 @@ class Executor:
                          {sg.name: bufs[s] for s, sg in enumerate(sgs)},
                          {sg.name: plan.pos[s] for s, sg in enumerate(sgs)}, stats)
 
-    def _buffers(self, plan: Plan) -> list[dict[str, np.ndarray]]:
-        """Per SubGraph, an output buffer per output: a row per invocation, then the zero sentinel row."""
+    def _buffers(self, plan: Plan, keep: Collection[str] | None) -> list[dict[str, np.ndarray]]:
+        """Per SubGraph, an output buffer per output kept (``keep``, and what InvokeOps read; None: all): a
+        row per invocation, then the zero sentinel row."""
+        read = {(id(op.target), out) for sg in plan.subgraphs for br in sg.branches for op in br.invokes
+                for out in op.outputs}
         bufs: list[dict[str, np.ndarray]] = []
         for s, sg in enumerate(plan.subgraphs):
             spec = self._spec(sg)
+            kept = [o for o in sg.outputs if keep is None or o in keep or (id(sg), o) in read]
             # every row but the trailing sentinel is written by its group before anything reads it, so
             # only the sentinel (what absent children gather) is zeroed: np.zeros would memset ~60 MB
             # per SST-test batch on this thread before the first cell call
-            bufs.append({o: np.empty((plan.rows[s] + 1, *spec[o][0]), dtype=spec[o][1]) for o in sg.outputs})
+            bufs.append({o: np.empty((plan.rows[s] + 1, *spec[o][0]), dtype=spec[o][1]) for o in kept})
             for b in bufs[-1].values():
                 b[-1] = 0
         return bufs
@@ -275,15 +281,30 @@ def _inputs(g: Group, sgs: Sequence[SubGraph], fields: Mapping[str, np.ndarray],
     """A group's cell inputs: its nodes' fields, and one gather per InvokeOp input from the buffers."""
     br = sgs[g.sg].branches[g.branch]
     inputs = {name: fields[f][g.nodes] for name, f in br.fields.items()}
-    for ga in g.gathers:  # one flat take per input (faster than 2-D fancy indexing)
+    for ga in g.gathers:
         src = bufs[ga.sg][ga.output]
-        inputs[ga.name] = np.take(src, ga.rows.ravel(), axis=0).reshape(ga.rows.shape + src.shape[1:])
+        if ga.counts is None:   # stacked: one flat take (faster than 2-D fancy indexing)
+            inputs[ga.name] = np.take(src, ga.rows.ravel(), axis=0).reshape(ga.rows.shape + src.shape[1:])
+        else:
+            inputs[ga.name] = _children_sum(src, ga.rows, ga.counts)
     return inputs
+
+
+def _children_sum(src: np.ndarray, rows: np.ndarray, counts: Sequence[int]) -> np.ndarray:
+    """``src[rows].sum(1)`` for rows whose k-th column is real for the first ``counts[k]`` rows only: a take
+    and an add per child position, over those rows alone (no padded child is read)."""
+    if rows.shape[1] == 0:
+        return np.zeros((len(rows), *src.shape[1:]), dtype=src.dtype)
+    total = np.take(src, rows[:, 0], axis=0)
+    for k in range(1, rows.shape[1]):
+        total[:counts[k]] += np.take(src, rows[:counts[k], k], axis=0)
+    return total
 
 
 def _store(g: Group, sgs: Sequence[SubGraph], bufs: list[dict[str, np.ndarray]],
            out: Mapping[str, np.ndarray]) -> None:
-    """Copy a group's outputs into its rows (``start:stop``) of its SubGraph's buffers."""
+    """Copy a group's outputs into its rows (``start:stop``) of its SubGraph's buffers (those kept)."""
     b = bufs[g.sg]
     for cell_out, name in (sgs[g.sg].branches[g.branch].outputs or {}).items():
-        b[name][g.start:g.stop] = out[cell_out]
+        if name in b:                           # (an output not kept is not stored)
+            b[name][g.start:g.stop] = out[cell_out]

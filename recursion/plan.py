@@ -11,11 +11,13 @@ Everything here is vectorised numpy over the whole batch; nothing recurses.
 3. Waves: an invocation only needs its children, which are strictly lower, so
    the node's height is an as-soon-as-possible wave number.
 4. Groups: invocations of one branch in one wave (and one shard of the batch,
-   and one child-count bucket, :func:`coarse_buckets`) form a group = one
-   batched cell call. Rows of
+   and, for children handed over stacked, one child-count bucket,
+   :func:`coarse_buckets`) form a group = one batched cell call. Rows of
    a group are contiguous in its SubGraph's output buffers, so storing a
    result is a slice copy; inputs are gathered with one index array per
-   InvokeOp (absent children point at a zero sentinel row).
+   InvokeOp (absent children point at a zero sentinel row). Children handed
+   over summed (``InvokeOp(reduce="sum")``) need no common count: the group's
+   nodes come in falling child count, so each child position is a prefix.
 5. Dependencies between groups come from which groups produced the children,
    so independent groups (different shards, different branches) can run at
    the same time.
@@ -30,19 +32,22 @@ import numpy as np
 
 from edgert.errors import ConfigError, InputError
 from recursion.forest import Forest
-from recursion.subgraph import Branch, SubGraph
+from recursion.subgraph import SubGraph
 
 __all__ = ["Forest", "Gather", "Group", "Plan", "make_plan"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Gather:
-    """One InvokeOp input of a group: ``buffers[sg][output][rows]`` → cell input ``name`` ([B, K, …])."""
+    """One InvokeOp input of a group: ``buffers[sg][output][rows]`` → cell input ``name`` ([B, K, …]), or its
+    sum over K ([B, …]) when ``counts`` is given: ``counts[k]`` of the group's nodes have more than ``k``
+    children (they come first: a summed input's nodes are in falling child count)."""
 
     sg: int
     output: str
     name: str
     rows: np.ndarray
+    counts: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -119,19 +124,22 @@ def _expand_self(entry: SubGraph, forest: Forest, fields: Mapping[str, np.ndarra
     whose branch invokes nothing cuts off its descendants (a contiguous id range)."""
     n = forest.n
     arity = forest.arity
-    every = np.arange(n, dtype=np.int64)
     b_all = np.full(n, -1, dtype=np.int64)
     for b, br in enumerate(entry.branches):
         hit = np.asarray(br.when(arity, fields), dtype=bool) & (b_all < 0)
         b_all[hit] = b
     invokes = np.array([len(br.invokes) > 0 for br in entry.branches] + [True])
     cut = np.flatnonzero((arity > 0) & ~invokes[b_all])
+    if len(cut) == 0:                   # (every internal node invokes: all are live)
+        if np.any(b_all < 0):
+            _branches_for(entry, np.arange(n, dtype=np.int64), forest, arity, fields)  # raises, naming the node
+        return b_all
     cover = np.zeros(n + 1, dtype=np.int64)
     np.add.at(cover, forest.first[cut], 1)
     np.add.at(cover, cut, -1)
     live = np.cumsum(cover[:-1]) == 0
     if np.any(live & (b_all < 0)):
-        _branches_for(entry, every[live], forest, arity, fields)  # raises with the node named
+        _branches_for(entry, np.flatnonzero(live), forest, arity, fields)  # raises with the node named
     return np.where(live, b_all, -1)
 
 
@@ -208,33 +216,57 @@ def make_plan(entry: SubGraph, forest: Forest, fields: Mapping[str, np.ndarray],
     shards = max(1, int(shards))
     shard_of = np.minimum(np.arange(n, dtype=np.int64) * shards // max(n, 1), shards - 1)
     sg_a, node_a, b_a, k_a, wave_a, aliases = _invocations(subgraphs, branch, forest, arity, fields, memoize)
-    k_a = coarse_buckets(np.stack((wave_a, shard_of[node_a], sg_a, b_a)), k_a)
-    order = np.lexsort((node_a, k_a, b_a, sg_a, shard_of[node_a], wave_a))
-    sg_a, node_a, b_a, k_a, wave_a = sg_a[order], node_a[order], b_a[order], k_a[order], wave_a[order]
     shard_a = shard_of[node_a]
+    k_a = coarse_buckets(np.stack((wave_a, shard_a, sg_a, b_a)), k_a)
+    # a summed input's nodes in falling child count, so that the k-th children are a prefix of the group
+    summed = np.concatenate([[any(op.reduce for op in br.invokes) for br in sg.branches] for sg in subgraphs])
+    first_branch = np.cumsum([0] + [len(sg.branches) for sg in subgraphs])
+    fewer = np.where(summed[first_branch[sg_a] + b_a], int(arity.max()) - arity[node_a], 0)
+    order = _sorted_order((wave_a, shard_a, sg_a, b_a, k_a, fewer, node_a))
+    sg_a, node_a, b_a, k_a, wave_a, shard_a = (c[order] for c in (sg_a, node_a, b_a, k_a, wave_a, shard_a))
     row_a, pos, rows = _buffer_rows(len(subgraphs), sg_a, node_a, n, aliases)
-    # Group boundaries where any key changes.
-    change = np.ones(len(node_a), dtype=bool)
-    change[1:] = ((wave_a[1:] != wave_a[:-1]) | (shard_a[1:] != shard_a[:-1]) | (sg_a[1:] != sg_a[:-1])
-                  | (b_a[1:] != b_a[:-1]) | (k_a[1:] != k_a[:-1]))
+    starts, ends = _group_bounds((wave_a, shard_a, sg_a, b_a, k_a), max_rows)
+    producer = [np.full(r + 1, -1, dtype=np.int64) for r in rows]  # the group that writes each row; sentinel -1
+    group_of = np.repeat(np.arange(len(starts)), ends - starts)
+    for s in range(len(subgraphs)):
+        mine = sg_a == s
+        producer[s][row_a[mine]] = group_of[mine]
+    gathers, deps = _group_inputs(subgraphs, forest, sg_a, b_a, node_a, starts, ends, pos, rows, producer)
+    groups = tuple(Group(g, int(sg_a[a]), int(b_a[a]), int(wave_a[a]), int(row_a[a]), int(row_a[z - 1]) + 1,
+                         node_a[a:z], gathers[g], deps[g])
+                   for g, (a, z) in enumerate(zip(starts.tolist(), ends.tolist())))
+    return Plan(tuple(subgraphs), groups, tuple(rows), tuple(pos), int(forest.height.max()) + 1, shards)
+
+
+def _sorted_order(keys: Sequence[np.ndarray]) -> np.ndarray:
+    """``np.lexsort`` of non-negative int columns, most significant first (the last column unique): as one
+    int64 key when their ranges fit, which sorts several times faster."""
+    spans = [int(k.max()) + 1 if len(k) else 1 for k in keys]
+    if int(np.prod([float(x) for x in spans])) >= 2**62:
+        return np.lexsort(tuple(reversed(keys)))
+    key = np.zeros(len(keys[0]), dtype=np.int64)
+    for col, span in zip(keys, spans):
+        key = key * span + col
+    return np.argsort(key)
+
+
+def _group_bounds(keys: Sequence[np.ndarray], max_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where each group starts and ends among the sorted invocations: one group per run of equal ``keys``,
+    a run larger than ``max_rows`` cut into even chunks."""
+    m = len(keys[0])
+    change = np.zeros(m, dtype=bool)
+    change[0] = True
+    for col in keys:
+        change[1:] |= col[1:] != col[:-1]
     starts = np.flatnonzero(change)
-    ends = np.append(starts[1:], len(node_a))
+    ends = np.append(starts[1:], m)
     pieces = -(-(ends - starts) // max(1, int(max_rows)))
     if np.any(pieces > 1):
-        cuts = [np.linspace(a, z, k + 1).round().astype(np.int64)[:-1]
-                for a, z, k in zip(starts.tolist(), ends.tolist(), pieces.tolist())]
-        starts = np.concatenate(cuts)
-        ends = np.append(starts[1:], len(node_a))
-    producer = [np.full(r + 1, -1, dtype=np.int64) for r in rows]  # sentinel row stays -1
-    groups: list[Group] = []
-    for gid, (a, z) in enumerate(zip(starts.tolist(), ends.tolist())):
-        s, bi = int(sg_a[a]), int(b_a[a])
-        nodes = node_a[a:z]
-        r0, r1 = int(row_a[a]), int(row_a[z - 1]) + 1
-        producer[s][r0:r1] = gid
-        gathers, deps = _gathers(subgraphs[s].branches[bi], nodes, arity, subgraphs, forest, pos, rows, producer)
-        groups.append(Group(gid, s, bi, int(wave_a[a]), r0, r1, nodes, gathers, deps))
-    return Plan(tuple(subgraphs), tuple(groups), tuple(rows), tuple(pos), int(forest.height.max()) + 1, shards)
+        run = np.repeat(np.arange(len(starts)), pieces)
+        step = np.arange(len(run)) - np.repeat(np.cumsum(pieces) - pieces, pieces)   # chunk of its run
+        starts = np.round(starts[run] + step * (ends - starts)[run] / pieces[run]).astype(np.int64)
+        ends = np.append(starts[1:], m)
+    return starts, ends
 
 
 #: Coarse child-count buckets (:func:`coarse_buckets`), in units of one row of a cell call: a call's own
@@ -261,14 +293,29 @@ def coarse_buckets(keys: np.ndarray, arity: np.ndarray) -> np.ndarray:
     key = np.zeros(len(live), dtype=np.int64)        # the key columns and the count as one sortable int
     for col in (*keys[:, live], arity[live]):
         key = key * (int(col.max()) + 1) + col
-    uniq, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+    uniq, inverse, counts = _distinct(key)
     k = uniq % (int(arity.max()) + 1)
     starts = np.flatnonzero(np.diff(uniq // (int(arity.max()) + 1), prepend=-1))
     top = k.copy()
     for a, z in zip(starts.tolist(), np.append(starts[1:], len(uniq)).tolist()):
-        top[a:z] = _cut(k[a:z].tolist(), counts[a:z].tolist())
-    out[live] = top[inverse.reshape(-1)]
+        if z - a > 1:                   # (one count: its own bucket)
+            top[a:z] = _cut(k[a:z].tolist(), counts[a:z].tolist())
+    out[live] = top[inverse]
     return out
+
+
+def _distinct(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True, return_counts=True)`` of non-negative ints; by counting, without
+    a sort, when their range is small (a few per key)."""
+    top = int(keys.max()) + 1 if len(keys) else 0
+    if top > 4 * len(keys) + 65536:
+        uniq, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+        return uniq, inverse.reshape(-1), counts
+    counts = np.bincount(keys, minlength=top)
+    uniq = np.flatnonzero(counts)
+    rank = np.zeros(top, dtype=np.int64)
+    rank[uniq] = np.arange(len(uniq))
+    return uniq, rank[keys], counts[uniq]
 
 
 def _cut(ks: list[int], ns: list[int]) -> list[int]:
@@ -313,7 +360,7 @@ def _invocations(subgraphs: list[SubGraph], branch: list[np.ndarray], forest: Fo
                  fields: Mapping[str, np.ndarray], memoize: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                                           np.ndarray, np.ndarray, list[_Alias]]:
     """Every invocation that gets a buffer row, as columns: SubGraph, node, branch, child count (for
-    un-padded stacking, 0 otherwise), wave; and the memoized duplicates as
+    stacking without ``pad_to``, 0 otherwise), wave; and the memoized duplicates as
     ``(SubGraph, duplicate nodes, their representatives)``.
 
     Raises:
@@ -325,7 +372,8 @@ def _invocations(subgraphs: list[SubGraph], branch: list[np.ndarray], forest: Fo
     for s, sg in enumerate(subgraphs):
         nodes = np.flatnonzero(branch[s] >= 0)
         b = branch[s][nodes]
-        unpadded = np.array([any(op.pad_to is None for op in br.invokes) for br in sg.branches])
+        stacked = np.array([any(op.pad_to is None and op.reduce is None for op in br.invokes)
+                            for br in sg.branches])
         pad = np.array([max([op.pad_to or 0 for op in br.invokes] + [0]) for br in sg.branches])
         a = arity[nodes]
         over = (pad[b] > 0) & (a > pad[b])
@@ -334,9 +382,9 @@ def _invocations(subgraphs: list[SubGraph], branch: list[np.ndarray], forest: Fo
             raise InputError(f"SubGraph {sg.name!r} branch {sg.branches[int(branch[s][i])].name!r} takes at most "
                              f"{int(pad[branch[s][i]])} children, a node has {int(arity[i])}; binarize the trees "
                              "or use a model with a larger N")
-        bucket = np.where(unpadded[b], a, 0)
+        bucket = np.where(stacked[b], a, 0)
         if memoize:
-            keep = _memoize(s, sg, nodes, b, fields, aliases)
+            keep = np.flatnonzero(_memoize(s, sg, nodes, b, fields, aliases))
             nodes, b, bucket = nodes[keep], b[keep], bucket[keep]
         keys_sg.append(np.full(len(nodes), s, dtype=np.int64))
         keys_node.append(nodes)
@@ -384,27 +432,60 @@ def _buffer_rows(n_sg: int, sg_a: np.ndarray, node_a: np.ndarray, n: int,
     return row_a, pos, rows
 
 
-def _gathers(br: Branch, nodes: np.ndarray, arity: np.ndarray, subgraphs: list[SubGraph], forest: Forest,
-             pos: list[np.ndarray], rows: list[int],
-             producer: list[np.ndarray]) -> tuple[tuple[Gather, ...], tuple[int, ...]]:
-    """A group's input gathers (one per InvokeOp output: the buffer row of each node's k-th child, the
-    zero sentinel row where absent) and the groups it depends on (the producers of those rows)."""
-    gathers = []
-    deps: set[int] = set()
-    if br.invokes:
-        na = arity[nodes]
-        kmax = int(na.max())
-        cptr = forest.child_ptr[nodes]
-        for op in br.invokes:
-            t = subgraphs.index(op.target)
-            k = op.pad_to if op.pad_to is not None else kmax
-            cols = np.arange(k)
-            valid = cols[None, :] < na[:, None]
-            edge = np.where(valid, cptr[:, None] + cols[None, :], 0)
-            kid = forest.child_idx[edge] if len(forest.child_idx) else np.zeros_like(edge)
-            r = np.where(valid, pos[t][kid], rows[t])
-            deps.update(np.flatnonzero(np.bincount(producer[t][r].ravel() + 1)[1:]).tolist())  # -1: no producer
-            for out, name in op.outputs.items():
-                gathers.append(Gather(t, out, name, r))
-    return tuple(gathers), tuple(sorted(deps))
+def _group_inputs(subgraphs: list[SubGraph], forest: Forest, sg_a: np.ndarray, b_a: np.ndarray,
+                  node_a: np.ndarray, starts: np.ndarray, ends: np.ndarray, pos: list[np.ndarray],
+                  rows: list[int], producer: list[np.ndarray]) -> tuple[list[tuple[Gather, ...]],
+                                                                        list[tuple[int, ...]]]:
+    """Per group, its input gathers (one per InvokeOp output: the buffer row of each node's k-th child, the
+    zero sentinel row where absent; k up to the group's most children, or the op's ``pad_to``; a summed
+    input also counts the nodes with more than k children) and the
+    groups it depends on (the producers of those rows). Every group of a branch at once: one flat array of
+    rows a branch and op, a group's rows a view of it."""
+    n_groups = len(starts)
+    gathers: list[list[Gather]] = [[] for _ in range(n_groups)]
+    links = [np.empty(0, dtype=np.int64)]    # group * (n_groups + 1) + 1 + the group it depends on
+    sizes = ends - starts
+    arity = forest.arity
+    for s, sg in enumerate(subgraphs):
+        for bi, br in enumerate(sg.branches):
+            mine = np.flatnonzero((sg_a[starts] == s) & (b_a[starts] == bi))   # this branch's groups, in order
+            if not br.invokes or len(mine) == 0:
+                continue
+            nodes = node_a[np.flatnonzero((sg_a == s) & (b_a == bi))]
+            kids = arity[nodes]
+            first = np.concatenate(([0], np.cumsum(sizes[mine])))    # each group's first node among ``nodes``
+            most = np.maximum.reduceat(kids, first[:-1])
+            # every child of every node: which node, which of its children
+            of = np.repeat(np.arange(len(nodes)), kids)
+            nth = np.arange(len(of)) - np.repeat(np.cumsum(kids) - kids, kids)
+            child = forest.child_idx[forest.child_ptr[nodes][of] + nth]
+            group_of_node = np.repeat(np.arange(len(mine)), sizes[mine])
+            more = _more_than(kids, group_of_node, int(kids.max(initial=0)))
+            for op in br.invokes:
+                t = subgraphs.index(op.target)
+                width = most if op.pad_to is None else np.full(len(mine), op.pad_to)
+                at = np.concatenate(([0], np.cumsum(width * sizes[mine])))   # each group's first slot
+                slot = at[group_of_node] + (np.arange(len(nodes)) - first[group_of_node]) * width[group_of_node]
+                flat = np.full(int(at[-1]), rows[t], dtype=np.int64)
+                row = pos[t][child]
+                flat[slot[of] + nth] = row
+                for i, g in enumerate(mine.tolist()):
+                    r = flat[at[i]:at[i + 1]].reshape(int(sizes[g]), int(width[i]))
+                    counts = tuple(more[i, :int(width[i])].tolist()) if op.reduce else None
+                    gathers[g].extend(Gather(t, out, name, r, counts) for out, name in op.outputs.items())
+                made_by = producer[t][row]
+                links.append((mine[group_of_node[of]] * (n_groups + 1) + 1 + made_by)[made_by >= 0])
+    pairs = _distinct(np.concatenate(links))[0]
+    owner, dep = pairs // (n_groups + 1), pairs % (n_groups + 1) - 1
+    bounds = np.searchsorted(owner, np.arange(n_groups + 1)).tolist()
+    return ([tuple(g) for g in gathers],
+            [tuple(dep[a:z].tolist()) for a, z in zip(bounds[:-1], bounds[1:])])
 
+
+def _more_than(kids: np.ndarray, group: np.ndarray, most: int) -> np.ndarray:
+    """int64 [groups, most + 1]: ``[g, k]``, how many nodes of group ``g`` have more than ``k`` children
+    (``kids``: each node's child count, ``group``: its group, ascending from 0)."""
+    width = most + 1
+    per_count = np.bincount(group * width + kids, minlength=(int(group[-1]) + 1) * width).reshape(-1, width)
+    at_least = per_count[:, ::-1].cumsum(axis=1)[:, ::-1]     # [g, k]: nodes with k children or more
+    return np.concatenate((at_least[:, 1:], np.zeros((len(at_least), 1), dtype=np.int64)), axis=1)

@@ -4,16 +4,23 @@ A bracket string is read in three passes that each run in C over every token of
 every line at once, so the cost per token is a few numpy operations, not a
 Python loop iteration:
 
-1. Tokens: the lines' UTF-8 bytes as one uint8 array mark where each token starts
-   (a bracket, or a word character after a non-word one), and one ``bytes.split``
-   of the text with brackets blanked out gives the words, in the same order.
+1. Tokens: the lines' UTF-8 bytes, translated to one shape a byte (blank, ``(``,
+   ``)``, word) as one uint8 array, mark where each token starts (a bracket, or a
+   word byte after a non-word one); one split of the text with brackets blanked
+   out gives the words, in the same order. The depth after each token is one
+   cumulative sum.
 2. Validation: a line is well formed when it starts with ``(``, its depth stays
    above zero until its last token, that token ``)`` closes it, and no ``()`` is
-   empty. A line that fails is read again by :func:`parse_ptb`, whose scanner
-   (:func:`_diagnose`) raises :class:`PTBParseError` at the first position at fault.
-3. Structure: brackets are matched by depth (the i-th ``(`` at a depth closes at
-   the i-th ``)`` back to it), each token's enclosing bracket is found by a sorted
-   search, and nodes are numbered in the order they close, which is post-order.
+   empty (when every line is, the depth is zero exactly at the lines' ends: one
+   check for all of them). A line that fails is read again by :func:`parse_ptb`,
+   whose scanner (:func:`_diagnose`) raises :class:`PTBParseError` at the first
+   position at fault.
+3. Structure: which tokens make a node follows from each token's neighbours (the
+   rules below are patterns a few tokens long); nodes are numbered in the order
+   they close, which is post-order. A node's level is the depth of its bracket,
+   and in post-order a node's parent is the next node one level up: one sorted
+   search over the nodes ordered by (level, id). Subtrees' first nodes follow
+   first-child pointers, doubled; heights are range maxima of the levels.
 
 Node rules (the same as the scanner's): a bare word is an unlabelled leaf;
 ``(word)`` is an unlabelled leaf; ``(LABEL x)`` whose only child ``x`` is an
@@ -40,11 +47,14 @@ __all__ = ["PTBParseError", "parse_ptb", "read_forest", "read_ptb"]
 # ASCII whitespace only: SST words contain U+00A0 (e.g. "8\xa01\\/2"), which is part of the word.
 _SPACE = " \t\r\n\f\v"
 _SPACES = str.maketrans({c: " " for c in _SPACE})
-_BLANK = bytes(32 if chr(b) in _SPACE + "()" else b for b in range(256))   # words: what remains between blanks
-_IS_SPACE = np.zeros(256, dtype=bool)
-_IS_SPACE[[ord(c) for c in _SPACE]] = True
+_BLANKED = bytes(32 if chr(b) in _SPACE + "()" else b for b in range(256))   # words: what remains between blanks
+#: Bytes that ``str.split()`` cuts at but ``bytes.split()`` does not (ASCII file and group separators).
+_STR_ONLY_SPACES = (b"\x1c", b"\x1d", b"\x1e", b"\x1f")
 _TOKEN = re.compile(f"[{_SPACE}]*(\\(|\\)|[^{_SPACE}()]+)")
-_OPEN, _CLOSE, _W = ord("("), ord(")"), ord("w")
+#: Token shapes (and byte shapes, with _BLANK_BYTE for whitespace).
+_BLANK_BYTE, _OPEN, _CLOSE, _WORD = 0, 1, 2, 3
+_BYTE_SHAPE = bytes(_BLANK_BYTE if chr(b) in _SPACE else _OPEN if b == ord("(") else _CLOSE if b == ord(")")
+                    else _WORD for b in range(256))
 
 
 class PTBParseError(InputError):
@@ -155,7 +165,10 @@ def read_ptb(lines: Iterable[str]) -> list[Tree]:
     starting ``line N:`` (1-based) and its position within that line.
     """
     texts, numbers = _lines(lines)
-    return _split(*_read(texts, numbers, _name_line)) if texts else []
+    if not texts:
+        return []
+    tokens = _tokens(texts, numbers, _name_line)
+    return _split(tokens, _nodes(tokens))
 
 
 def read_forest(lines: Iterable[str], first_line: int = 1) -> Forest:
@@ -165,25 +178,21 @@ def read_forest(lines: Iterable[str], first_line: int = 1) -> Forest:
     texts, numbers = _lines(lines, first_line)
     if not texts:
         raise InputError("no trees given: every line is blank; pass PTB bracket lines, one tree a line")
-    nodes, lengths = _read(texts, numbers, _name_line)
-    parent = nodes.parent
-    kids = np.flatnonzero(parent >= 0)
-    child_idx = kids[_stable_order(parent[kids])]              # children of a parent stay in closing order
-    child_ptr = np.zeros(len(parent) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(parent[kids], minlength=len(parent)), out=child_ptr[1:])
-    roots = np.flatnonzero(parent < 0)
+    tokens = _tokens(texts, numbers, _name_line)
+    nodes = _nodes(tokens)
+    roots = np.flatnonzero(nodes.parent < 0)
     offsets = np.concatenate(([0], roots + 1))
-    return Forest(child_ptr, child_idx, nodes.height, nodes.first, roots, offsets, tuple(nodes.words))
+    return Forest(nodes.child_ptr, nodes.child_idx, nodes.height, nodes.first, roots, offsets,
+                  _node_words(nodes.word, tokens.words))
 
 
 def _lines(lines: Iterable[str], first: int = 1) -> tuple[list[str], list[int]]:
     """The non-blank lines and their numbers (the first line is ``first``)."""
-    texts, numbers = [], []
-    for no, line in enumerate(lines, first):
-        if line.strip():
-            texts.append(line)
-            numbers.append(no)
-    return texts, numbers
+    every = list(lines)
+    numbers = [no for no, line in enumerate(every, first) if line and not line.isspace()]
+    if len(numbers) == len(every):
+        return every, numbers
+    return [every[no - first] for no in numbers], numbers
 
 
 def _name_line(no: int, exc: PTBParseError) -> PTBParseError:
@@ -191,22 +200,34 @@ def _name_line(no: int, exc: PTBParseError) -> PTBParseError:
     return PTBParseError(f"line {no}: {exc.reason}", exc.text, exc.position)
 
 
-def _read(texts: Sequence[str], numbers: Sequence[int],
-          wrap: Callable[[int, PTBParseError], PTBParseError]) -> tuple[_Nodes, np.ndarray]:
-    """The nodes of ``texts`` and each text's token count; a malformed text is diagnosed and raised through
-    ``wrap(line number, error)``."""
-    raw = "\n".join(texts).encode("utf-8")
-    data = np.frombuffer(raw, dtype=np.uint8)
-    bracket = (data == _OPEN) | (data == _CLOSE)
-    in_word = ~bracket & ~_IS_SPACE[data]
-    starts = bracket.copy()
-    starts[0] |= in_word[0]
-    starts[1:] |= in_word[1:] & ~in_word[:-1]
+@dataclass(frozen=True, slots=True)
+class _Tokens:
+    """Every token of every line, lines one after another."""
+
+    shape: np.ndarray       # uint8 [tokens]: _OPEN, _CLOSE or _WORD
+    depth: np.ndarray       # int32 [tokens]: brackets open after the token
+    lengths: np.ndarray     # int64 [lines]: tokens a line
+    words: list[str]        # the text of every word token (labels included), in token order
+
+
+def _tokens(texts: Sequence[str], numbers: Sequence[int],
+            wrap: Callable[[int, PTBParseError], PTBParseError]) -> _Tokens:
+    """The tokens of ``texts``; a malformed text is diagnosed and raised through ``wrap(line number, error)``."""
+    text = "\n".join(texts)
+    raw = text.encode("utf-8")
+    byte_shape = np.frombuffer(raw.translate(_BYTE_SHAPE), dtype=np.uint8)
+    in_word = byte_shape == _WORD
+    starts = byte_shape != _BLANK_BYTE                          # a bracket, or a word's first byte
+    starts[1:] &= ~(in_word[1:] & in_word[:-1])
     at = np.flatnonzero(starts)
-    codes = np.where(bracket[at], data[at], _W).astype(np.uint8)
-    line_ends = np.cumsum([len(t.encode("utf-8")) + 1 for t in texts])   # byte offset after each line's "\n"
-    lengths = np.diff(np.searchsorted(at, line_ends), prepend=0)          # tokens a line
-    bad = _malformed(codes, lengths)
+    shape = byte_shape[at]
+    depth = np.cumsum((shape == _OPEN).view(np.int8) - (shape == _CLOSE).view(np.int8), dtype=np.int32)
+    if text.isascii():                                          # a byte a character
+        line_ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)) + 1)
+    else:
+        line_ends = np.cumsum([len(t.encode("utf-8")) + 1 for t in texts])
+    lengths = np.diff(np.searchsorted(at, line_ends), prepend=0)   # tokens a line
+    bad = _malformed(shape, depth, lengths)
     if len(bad):
         t = int(bad[0])
         try:
@@ -214,190 +235,231 @@ def _read(texts: Sequence[str], numbers: Sequence[int],
         except PTBParseError as exc:
             raise wrap(numbers[t], exc) from None
         raise AssertionError(f"the bracket check and the scanner disagree on {texts[t]!r}")  # pragma: no cover
-    words = b" ".join(raw.translate(_BLANK).split()).decode("utf-8").split(" ")
-    return _structure(codes, words), lengths
+    return _Tokens(shape, depth, lengths, _words(text, raw))
 
 
-def _malformed(codes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+def _words(text: str, raw: bytes) -> list[str]:
+    """The word tokens of ``text`` (``raw``: its UTF-8), in order: what remains between blanks and brackets."""
+    blanked = raw.translate(_BLANKED)
+    if text.isascii() and not any(c in raw for c in _STR_ONLY_SPACES):
+        return blanked.decode("ascii").split()                 # str.split: the same cuts, no bytes objects
+    return b" ".join(blanked.split()).decode("utf-8").split(" ")
+
+
+def _malformed(shape: np.ndarray, depth: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Indices of the lines whose brackets are not one well-formed tree (in line order)."""
-    if len(codes) == 0:
+    ends = np.cumsum(lengths)
+    if len(shape) and np.all(lengths) and shape[0] == _OPEN:
+        # Every line well formed (the common case) when the brackets close to depth 0 exactly at each
+        # line's last token, every line starts with "(" and nothing is "()": one pass each.
+        closed = np.flatnonzero(depth <= 0)
+        if (len(closed) == len(ends) and np.array_equal(closed, ends - 1) and not np.any(depth[closed])
+                and np.all(shape[ends[:-1]] == _OPEN) and not np.any((shape[:-1] == _OPEN) & (shape[1:] == _CLOSE))):
+            return closed[:0]
+    return _malformed_lines(shape, depth, lengths)
+
+
+def _malformed_lines(shape: np.ndarray, depth: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """:func:`_malformed` line by line: each line's depths relative to the depth before it."""
+    if len(shape) == 0:
         return np.arange(len(lengths))
     ends = np.cumsum(lengths)
     starts = ends - lengths
     line = np.repeat(np.arange(len(lengths)), lengths)
-    depth = np.cumsum((codes == _OPEN).astype(np.int64) - (codes == _CLOSE))
-    base = np.concatenate(([0], depth))[starts]         # depth before each line's first token
-    last = np.zeros(len(codes), dtype=bool)
+    base = np.where(starts > 0, depth[starts - 1], 0)    # depth before each line's first token
+    last = np.zeros(len(shape), dtype=bool)
     last[ends[lengths > 0] - 1] = True
     bad = np.zeros(len(lengths), dtype=bool)
     bad[lengths == 0] = True
     bad[line[(depth - base[line] <= 0) & ~last]] = True   # closed (or below zero) before the line ends
     full = lengths > 0
-    bad[full] |= (codes[starts[full]] != _OPEN) | (codes[ends[full] - 1] != _CLOSE)
+    bad[full] |= (shape[starts[full]] != _OPEN) | (shape[ends[full] - 1] != _CLOSE)
     bad[full] |= depth[ends[full] - 1] != base[full]
-    empty = np.flatnonzero((codes[:-1] == _OPEN) & (codes[1:] == _CLOSE))
+    empty = np.flatnonzero((shape[:-1] == _OPEN) & (shape[1:] == _CLOSE))
     bad[line[empty]] = True                                   # "()" (never across lines: a line ends with ")")
     return np.flatnonzero(bad)
+
+
+@dataclass(frozen=True, slots=True)
+class _Roles:
+    """What each token of well-formed lines is to its tree (bool [tokens] each)."""
+
+    label: np.ndarray       # a word right after "(": a label, or the word of "(word)"
+    bare: np.ndarray        # a word that is not: a leaf
+    lone: np.ndarray        # the ")" of "(word)": an unlabelled leaf
+    folded: np.ndarray      # the ")" of "(LABEL x)", x an unlabelled leaf: x takes the label, no node of its own
+    makes: np.ndarray       # makes a node: a bare word, or a ")" not folded
+
+
+def _roles(shape: np.ndarray) -> _Roles:
+    """The role of every token, from its neighbours alone (the patterns are a few tokens long)."""
+    is_open, is_close, is_word = shape == _OPEN, shape == _CLOSE, shape == _WORD
+    after_open = np.zeros_like(is_open)
+    after_open[1:] = is_open[:-1]
+    label, bare = is_word & after_open, is_word & ~after_open
+    lone = np.zeros_like(is_open)
+    lone[1:] = is_close[1:] & label[:-1]                                    # ( w )
+    folded = np.zeros_like(is_open)
+    folded[2:] = is_close[2:] & bare[1:-1] & label[:-2]                     # ( LABEL w )
+    folded[4:] |= lone[3:-1] & is_close[4:] & label[:-4]                    # ( LABEL ( w ) )
+    return _Roles(label, bare, lone, folded, bare | (is_close & ~folded))
 
 
 @dataclass(frozen=True, slots=True)
 class _Nodes:
     """Every node of every line, numbered in closing order (post-order per line, lines one after another)."""
 
+    token: np.ndarray       # int64 [n]: the token that makes the node (its word, or its ")")
+    roles: _Roles
     parent: np.ndarray      # int64 [n], -1 at a root
+    child_ptr: np.ndarray   # int64 [n + 1]: CSR children, in closing order
+    child_idx: np.ndarray   # int64 [edges]
     height: np.ndarray      # int64 [n]
-    first: np.ndarray       # int64 [n], first node of the subtree
-    label_word: np.ndarray  # int64 [n], index into ``vocab`` of the node's label, -1: none
-    words: list[str | None]
-    vocab: list[str]        # every word token of every line, labels included
-    token: np.ndarray       # int64 [n], the token that made the node (its word, or its closing bracket)
+    first: np.ndarray       # int64 [n]: first node of the subtree
+    word: np.ndarray        # int64 [n]: index into the words of a leaf's word, -1 at an internal node
 
 
-@dataclass(frozen=True, slots=True)
-class _Brackets:
-    """Where each token sits: brackets numbered in opening order, bare words (not labels) in token order."""
+def _nodes(tokens: _Tokens) -> _Nodes:
+    """The nodes of well-formed lines and how they link.
 
-    depth: np.ndarray       # int64 [tokens], brackets open after each token
-    word_of: np.ndarray     # int64 [tokens], index into the words of a word token
-    opens: np.ndarray       # int64 [brackets], the token of each "("
-    level: np.ndarray       # int64 [brackets], its depth (1: a line's outer bracket)
-    close_of: np.ndarray    # int64 [brackets], the token of its ")"
-    up: np.ndarray          # int64 [brackets], the bracket around it, -1 for a line's outer one
-    has_label: np.ndarray   # bool [brackets], a word right after its "("
-    bare: np.ndarray        # int64 [bare words], their tokens
-    bare_up: np.ndarray     # int64 [bare words], the bracket around each
-
-
-def _brackets(codes: np.ndarray) -> _Brackets:
-    """Match the brackets of well-formed lines (``codes``: one shape per token) and find what encloses what."""
-    n_tok = len(codes)
-    is_open, is_word = codes == _OPEN, codes == _W
-    depth = np.cumsum(is_open.astype(np.int64) - (codes == _CLOSE))
-    is_label = np.zeros(n_tok, dtype=bool)
-    is_label[1:] = is_word[1:] & is_open[:-1]
-    bare = np.flatnonzero(is_word & ~is_label)
-    # the i-th "(" at a depth closes at the i-th ")" back to it
-    opens = np.flatnonzero(is_open)
-    closes = np.flatnonzero(codes == _CLOSE)
-    level = depth[opens]
-    by_level = _stable_order(level)                            # by level, then position
-    close_of = np.empty(len(opens), dtype=np.int64)
-    close_of[by_level] = closes[_stable_order(depth[closes])]
-    keys = level[by_level] * n_tok + opens[by_level]
-
-    def enclosing(lvl: np.ndarray, at: np.ndarray) -> np.ndarray:
-        """The bracket at level ``lvl`` that encloses token ``at`` (the last opened before it); given in
-        (level, position) order, the queries walk the keys once."""
-        return by_level[np.searchsorted(keys, lvl * n_tok + at) - 1]
-
-    up = np.full(len(opens), -1, dtype=np.int64)
-    inner = by_level[level[by_level] > 1]
-    up[inner] = enclosing(level[inner] - 1, opens[inner])
-    bare_up = np.empty(len(bare), dtype=np.int64)
-    by_depth = _stable_order(depth[bare])
-    bare_up[by_depth] = enclosing(depth[bare[by_depth]], bare[by_depth])
-    return _Brackets(depth, np.cumsum(is_word) - 1, opens, level, close_of, up, is_label[opens + 1], bare, bare_up)
+    A node's level is its bracket's depth (1: a line's outer bracket; a bare word counts as a bracket of
+    its own; a folded bracket's leaf takes the folded bracket's level). In closing order a node's parent
+    is the next node one level up, its subtree the run of deeper nodes just before it.
+    """
+    roles = _roles(tokens.shape)
+    token = np.flatnonzero(roles.makes)
+    folded_next = np.append(roles.folded[1:], False)[token]
+    level = tokens.depth[token] + 1 - folded_next
+    parent = _parents(level)
+    kids = np.flatnonzero(parent >= 0)
+    child_idx = kids[_stable_order(parent[kids])]              # children of a parent stay in closing order
+    child_ptr = np.zeros(len(token) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(parent[kids], minlength=len(token)), out=child_ptr[1:])
+    first = _firsts(child_ptr, child_idx, int(level.max()))
+    # A leaf's word is a bare word, or the word inside "(word)"; leaves and their words come in the same order.
+    is_leaf = roles.bare[token] | roles.lone[token]
+    word = np.full(len(token), -1, dtype=np.int64)
+    word_tokens = np.flatnonzero(tokens.shape == _WORD)
+    word[is_leaf] = np.flatnonzero(roles.bare[word_tokens] | roles.lone[word_tokens + 1])
+    return _Nodes(token, roles, parent, child_ptr, child_idx, _heights(level, first, ~is_leaf), first, word)
 
 
-def _structure(codes: np.ndarray, words: list[str]) -> _Nodes:
-    """The nodes of well-formed lines whose shapes are ``codes`` and whose word tokens are ``words``."""
-    b = _brackets(codes)
-    inner = b.up >= 0
-    n_bare = np.bincount(b.bare_up, minlength=len(b.opens))
-    n_sub = np.bincount(b.up[inner], minlength=len(b.opens))
-    lone = n_bare + n_sub == 0                                 # "(word)": an unlabelled leaf
-    n_lone = np.bincount(b.up[inner & lone], minlength=len(b.opens))
-    # "(LABEL x)" with x an unlabelled leaf labels x and makes no node of its own
-    merged = b.has_label & (((n_bare == 1) & (n_sub == 0)) | ((n_bare == 0) & (n_sub == 1) & (n_lone == 1)))
-    made = np.zeros(len(codes), dtype=bool)                    # tokens that make a node, in closing order
-    made[b.bare] = True
-    made[b.close_of[~merged]] = True
-    node_at = np.cumsum(made) - 1
-    n = int(node_at[-1]) + 1
-    bracket_node = node_at[b.close_of]
-    bracket_node[merged] = -1
+def _word_index(shape: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The index among the word tokens of the word tokens ``at`` (ascending)."""
+    return np.searchsorted(np.flatnonzero(shape == _WORD), at)
 
-    # Each element (bare word, bracket) sits in a bracket; one inside a merged bracket moves up past it.
-    child = np.concatenate((b.bare, b.close_of))
-    src = np.concatenate((b.bare_up, b.up))
-    into_merged = np.append(merged, False)[src]                # (index -1, no bracket: False)
-    holder = np.full(len(b.opens), -1, dtype=np.int64)        # the leaf a merged bracket labels
-    holder[src[into_merged]] = node_at[child[into_merged]]
-    src[into_merged] = b.up[src[into_merged]]
-    elem_node = np.concatenate((node_at[b.bare], bracket_node))
+
+def _parents(level: np.ndarray) -> np.ndarray:
+    """int64 [n]: each node's parent, -1 at a root: the next node (in closing order) one level up, found by
+    one sorted search over the nodes ordered by (level, id)."""
+    n = len(level)
+    order = _stable_order(level)
+    up = level[order].astype(np.int64) * n
+    at = np.searchsorted(up + order, up - n + order)          # the first node one level up after each
     parent = np.full(n, -1, dtype=np.int64)
-    has_up = (elem_node >= 0) & (src >= 0)
-    parent[elem_node[has_up]] = bracket_node[src[has_up]]
+    parent[order] = np.where(up > n, order[np.minimum(at, n - 1)], -1)       # level 1: a root
+    return parent
 
-    label_word = np.full(n, -1, dtype=np.int64)
-    own = ~merged & ~lone & b.has_label
-    label_word[bracket_node[own]] = b.word_of[b.opens[own] + 1]
-    label_word[holder[merged]] = b.word_of[b.opens[merged] + 1]
-    leaf_word = np.full(n, -1, dtype=np.int64)
-    leaf_word[node_at[b.bare]] = b.word_of[b.bare]
-    leaf_word[bracket_node[lone & ~merged]] = b.word_of[b.opens[lone & ~merged] + 1]
+
+def _firsts(child_ptr: np.ndarray, child_idx: np.ndarray, levels: int) -> np.ndarray:
+    """int64 [n]: the first node of each subtree, its leftmost leaf: each node points at its first child,
+    and pointers are doubled until they reach the leaves (log2 of the deepest path steps)."""
+    n = len(child_ptr) - 1
     first = np.arange(n, dtype=np.int64)
-    internal = ~merged & ~lone
-    first[bracket_node[internal]] = node_at[b.opens[internal]] + 1     # the nodes made before its "("
-    level_of = np.zeros(n, dtype=np.int64)
-    level_of[node_at[b.bare]] = b.depth[b.bare] + 1
-    level_of[bracket_node[~merged]] = b.level[~merged]
-    return _Nodes(parent, _heights(parent, level_of), first, label_word, _leaf_words(leaf_word, words), words,
-                  np.flatnonzero(made))
+    inner = np.flatnonzero(child_ptr[1:] > child_ptr[:-1])
+    first[inner] = child_idx[child_ptr[inner]]
+    for _ in range(levels.bit_length()):
+        first = first[first]
+    return first
 
 
-def _leaf_words(leaf_word: np.ndarray, words: list[str]) -> list[str | None]:
-    """Per node, ``words[leaf_word]`` at a leaf, None where ``leaf_word`` is -1."""
-    out = np.full(len(leaf_word), None, dtype=object)
-    leaves = np.flatnonzero(leaf_word >= 0)
-    if len(leaves):
-        out[leaves] = itemgetter(*leaf_word[leaves].tolist())(words)
-    return out.tolist()
-
-
-def _stable_order(keys: np.ndarray) -> np.ndarray:
-    """``np.argsort(keys, kind="stable")`` for small non-negative ints (depths, node ids): as int16 when
-    they fit, where numpy's stable sort is a radix sort (several times faster than on int64)."""
-    small = len(keys) == 0 or int(keys.max()) < 2**15
-    return np.argsort(keys.astype(np.int16) if small else keys, kind="stable")
-
-
-def _heights(parent: np.ndarray, level: np.ndarray) -> np.ndarray:
-    """Height of every node: deepest level first, each level raises its parents (one numpy step a level)."""
-    height = np.zeros(len(parent), dtype=np.int64)
-    order = _stable_order(level)[::-1]
-    bounds = np.flatnonzero(np.diff(level[order])) + 1
-    for nodes in np.split(order, bounds):
-        nodes = nodes[parent[nodes] >= 0]
-        np.maximum.at(height, parent[nodes], height[nodes] + 1)
+def _heights(level: np.ndarray, first: np.ndarray, inner: np.ndarray) -> np.ndarray:
+    """int64 [n]: each node's height, the deepest level in its subtree (``first[i] .. i``) less its own (0 at
+    a leaf; ``inner``: the other nodes): range maxima from a table of the deepest level of every
+    power-of-two run of nodes (log2 of the largest subtree steps)."""
+    n = len(level)
+    height = np.zeros(n, dtype=np.int64)
+    node = np.flatnonzero(inner)
+    if len(node) == 0:
+        return height
+    start = first[node]
+    span = np.frexp(node - start + 1)[1] - 1                    # floor(log2(subtree size))
+    runs = np.empty((int(span.max()) + 1, n), dtype=level.dtype)  # runs[k, i]: deepest of level[i : i + 2**k]
+    runs[0] = level
+    for k in range(1, len(runs)):
+        half = 1 << (k - 1)
+        runs[k, -half:] = runs[k - 1, -half:]
+        np.maximum(runs[k - 1, :-half], runs[k - 1, half:], out=runs[k, :-half])
+    height[node] = np.maximum(runs[span, start], runs[span, node + 1 - (1 << span)]) - level[node]
     return height
 
 
-def _split(nodes: _Nodes, lengths: np.ndarray) -> list[Tree]:
+def _node_words(word: np.ndarray, words: list[str]) -> tuple[str | None, ...]:
+    """Per node, ``words[word]`` at a leaf, None where ``word`` is -1."""
+    return _pick([*words, None], word)
+
+
+def _pick(items: list, index: np.ndarray) -> tuple:
+    """``items[i]`` for each ``i`` of ``index`` (-1: the last item), as a tuple: one C call."""
+    picked = itemgetter(*index.tolist())(items)
+    return picked if len(index) != 1 else (picked,)
+
+
+def _labels(tokens: _Tokens, nodes: _Nodes) -> tuple[str, ...]:
+    """Per node, its label ("" where none): the word after an internal node's "(", and a folded bracket's
+    label at the leaf it folded into."""
+    shape, roles, token = tokens.shape, nodes.roles, nodes.token
+    label_token = np.full(len(token), -1, dtype=np.int64)
+    inner = np.flatnonzero(nodes.child_ptr[1:] > nodes.child_ptr[:-1])
+    opened = _openings(shape, tokens.depth, token[inner])
+    labelled = roles.label[opened + 1]
+    label_token[inner[labelled]] = opened[labelled] + 1
+    folded_next = np.append(roles.folded[1:], False)[token]
+    leaf = np.flatnonzero(folded_next)                          # "(LABEL w)" or "(LABEL (w))"
+    label_token[leaf] = np.where(roles.bare[token[leaf]], token[leaf] - 1, token[leaf] - 3)
+    index = np.full(len(token), -1, dtype=np.int64)
+    has = np.flatnonzero(label_token >= 0)
+    index[has] = _word_index(shape, label_token[has])
+    return _pick([*tokens.words, ""], index)
+
+
+def _openings(shape: np.ndarray, depth: np.ndarray, closes: np.ndarray) -> np.ndarray:
+    """The "(" of each of the ")" tokens ``closes``: the last "(" before it that opened its depth."""
+    opens = np.flatnonzero(shape == _OPEN)
+    order = opens[_stable_order(depth[opens])]                  # by depth, then position
+    keys = depth[order].astype(np.int64) * len(shape) + order
+    return order[np.searchsorted(keys, (depth[closes].astype(np.int64) + 1) * len(shape) + closes) - 1]
+
+
+def _stable_order(keys: np.ndarray) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` for small non-negative ints (depths, node ids): as uint16 when
+    they fit, where numpy's stable sort is a radix sort (several times faster than on int64)."""
+    small = len(keys) == 0 or int(keys.max()) < 2**16
+    return np.argsort(keys.astype(np.uint16) if small else keys, kind="stable")
+
+
+def _split(tokens: _Tokens, nodes: _Nodes) -> list[Tree]:
     """One :class:`Tree` per line: views of the arrays of all lines, renumbered from 0 in each."""
-    n = len(nodes.parent)
-    line_ends = np.cumsum(lengths)
+    n = len(nodes.token)
+    line_ends = np.cumsum(tokens.lengths)
     sizes = np.diff(np.searchsorted(nodes.token, line_ends), prepend=0)    # nodes a line
     off = np.concatenate(([0], np.cumsum(sizes)))
     tree_of = np.repeat(np.arange(len(sizes)), sizes)
     start = off[:-1][tree_of]
-    has_up = nodes.parent >= 0
-    kids = np.flatnonzero(has_up)
-    order = _stable_order(nodes.parent[kids])                  # children of a parent stay in closing order
-    child_idx = kids[order] - start[kids[order]]
-    arity = np.bincount(nodes.parent[kids], minlength=n)
-    edge_ptr = np.concatenate(([0], np.cumsum(arity)))
+    child_idx = nodes.child_idx - start[nodes.child_idx]
+    edge_ptr = nodes.child_ptr
     # child_ptr of tree t is ptr[off[t] + t : off[t + 1] + t + 1]: each tree's n + 1 entries, one after another
     ptr = np.empty(n + len(sizes), dtype=np.int64)
     edge_start = edge_ptr[off[:-1]]
     ptr[np.arange(n) + tree_of] = edge_ptr[:-1] - edge_start[tree_of]
     ptr[off[1:] + np.arange(len(sizes))] = edge_ptr[off[1:]] - edge_start
     first = nodes.first - start
-    labels = np.array(nodes.vocab + [""], dtype=object)[nodes.label_word].tolist()  # index -1: no label
+    labels = _labels(tokens, nodes)
+    words = _node_words(nodes.word, tokens.words)
     trees = []
     for t, (a, b) in enumerate(zip(off[:-1].tolist(), off[1:].tolist())):
         ea, eb = int(edge_start[t]), int(edge_ptr[b])
-        trees.append(Tree(tuple(labels[a:b]), tuple(nodes.words[a:b]), ptr[a + t : b + t + 1],
+        trees.append(Tree(labels[a:b], words[a:b], ptr[a + t : b + t + 1],
                           child_idx[ea:eb], nodes.height[a:b], first[a:b]))
     return trees
 

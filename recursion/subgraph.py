@@ -22,7 +22,10 @@ Cell input conventions (all batch-major, batch dimension first):
 * an InvokeOp output arrives stacked over the children as ``[B, K, …]``,
   where K is the group's child count (or ``pad_to``); absent children are
   zero rows, so a cell must treat a zero child state as "no child" (true for
-  sums over children and for N-ary TreeLSTM/TreeRNN/RNTN with zero padding).
+  sums over children and for N-ary TreeLSTM/TreeRNN/RNTN with zero padding);
+* with ``reduce="sum"`` it arrives as the sum over the children, ``[B, …]``
+  (zeros for a node without children): summed as it is gathered, so a cell
+  that only needs the sum (Child-Sum TreeLSTM) neither reduces nor pads.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ import numpy as np
 from edgert.errors import ConfigError
 
 __all__ = ["Branch", "InvokeOp", "NodePredicate", "SubGraph", "arity_at_most", "is_internal", "is_leaf"]
+
+#: How an InvokeOp can hand over its children's outputs: stacked (None) or summed.
+REDUCTIONS = (None, "sum")
 
 #: A vectorised branch condition: (arity [B] int64, node field arrays) -> bool [B].
 NodePredicate = Callable[[np.ndarray, Mapping[str, np.ndarray]], np.ndarray]
@@ -70,13 +76,17 @@ class InvokeOp:
             ``[B, K, …]`` stacked over the children, left to right.
         pad_to: stack exactly this many children (zero rows for the absent
             ones); a node with more children fails planning with an error.
-            ``None`` stacks the group's child count (rounded up to a power of
-            two; the executor groups nodes by it).
+            ``None`` stacks the group's child count (the executor groups nodes
+            by a bucket of child counts, :func:`recursion.plan.coarse_buckets`).
+        reduce: ``"sum"``: each output arrives summed over the children,
+            ``[B, …]``, instead of stacked; nodes of any child count share one
+            call. ``None``: stacked.
     """
 
     target: SubGraph
     outputs: Mapping[str, str]
     pad_to: int | None = None
+    reduce: str | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -140,6 +150,8 @@ class SubGraph:
             raise ConfigError(f"SubGraph {self.name!r}: branch does not produce {sorted(missing)}; "
                               f"map cell outputs to them with outputs={{cell_output: {min(missing)!r}}}")
         for op in invokes:
+            if op.reduce not in REDUCTIONS:
+                raise ConfigError(f"InvokeOp of {op.target.name!r}: reduce={op.reduce!r}; use one of {REDUCTIONS}")
             bad = set(op.outputs) - set(op.target.outputs)
             if bad:
                 raise ConfigError(f"InvokeOp of {op.target.name!r} asks for {sorted(bad)}; "

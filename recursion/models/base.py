@@ -22,8 +22,13 @@ from recursion.ptb import read_forest
 from recursion.subgraph import SubGraph
 from recursion.tree import Tree
 
-#: ``encode`` splits a batch across workers only when each part gets at least this many trees.
+#: ``encode`` splits a batch across workers only when each part gets at least this many trees
 MIN_TREES_PER_PART = 32
+#: ... and this many nodes. Measured on Child-Sum (H 150): 300 small trees (~11,400 nodes) in two parts ran
+#: no faster on two workers than in one part on one (1.03x, quiet host), and 0.74-0.88x as fast while
+#: other processes held the second core (each part repeats the narrow top levels, and the two parts'
+#: products share the cores); 300 large trees (~31,400 nodes) in two parts ran 1.2x faster.
+MIN_NODES_PER_PART = 10_000
 #: Parts per worker (2 measured slower: the leaf memo shares less across smaller parts).
 CHUNKS_PER_WORKER = 1
 #: Preparing a part (concatenating its trees, looking up words, planning: Python, holds the GIL) costs
@@ -100,6 +105,8 @@ class TreeModel:
         #: row copy. The table holds V x (its width) floats instead of the embedding's V x D. Set to
         #: False before the first run to keep the product per leaf.
         self.fold_leaves = True
+        #: ``encode`` cuts a batch into one part per worker only when each part has this many nodes.
+        self.min_nodes_per_part = MIN_NODES_PER_PART
 
     # -- weights ------------------------------------------------------------------------
     def _check(self, w: Mapping[str, np.ndarray]) -> dict[str, int]:
@@ -183,11 +190,17 @@ class TreeModel:
         worker, front-loaded (:func:`part_sizes`): this thread prepares the parts one after
         another and each starts running as soon as it is prepared, so a part's planning
         (Python/numpy, holding the GIL) overlaps the earlier parts' cell calls instead of
-        preceding all of them, which is what keeps a single plan from scaling with workers.
+        preceding all of them, which is what keeps a single plan from scaling with workers. A batch
+        with too few nodes for that (``min_nodes_per_part`` a worker) runs its levels in order on this
+        thread, as on one worker: cutting its levels across workers pays no better than cutting the
+        batch.
         """
-        bounds = self._part_bounds(len(trees.roots) if isinstance(trees, Forest) else len(trees))
+        nodes = trees.n if isinstance(trees, Forest) else sum(len(t) for t in trees if isinstance(t, Tree))
+        bounds = self._part_bounds(len(trees.roots) if isinstance(trees, Forest) else len(trees), nodes)
         if bounds is None:
-            return self.run(trees).roots(self.STATE)
+            forest = trees if isinstance(trees, Forest) else Forest.from_trees(trees)
+            shards = None if nodes >= self._workers() * self.min_nodes_per_part else 1
+            return self.executor.run(forest, self.fields(forest), shards, keep=(self.STATE,)).roots(self.STATE)
         if isinstance(trees, Forest):
             return self._encode_parts([trees.part(a, b) for a, b in zip(bounds[:-1], bounds[1:])], lambda f: f)
         return self._encode_parts([trees[a:b] for a, b in zip(bounds[:-1], bounds[1:])], Forest.from_trees)
@@ -201,19 +214,25 @@ class TreeModel:
         """
         lines = list(lines)
         at = [i for i, line in enumerate(lines) if line.strip()]
-        bounds = self._part_bounds(len(at))
+        bounds = self._part_bounds(len(at), sum(line.count("(") for line in lines))   # a node a bracket
         if bounds is None:
             return self.encode(read_forest(lines))
         starts = [0, *(at[b] for b in bounds[1:-1]), len(lines)]
         return self._encode_parts([(a, lines[a:b]) for a, b in zip(starts[:-1], starts[1:])],
                                   lambda part: read_forest(part[1], first_line=part[0] + 1))
 
-    def _part_bounds(self, count: int) -> list[int] | None:
-        """Tree index bounds of the parts ``encode`` cuts ``count`` trees into; None for one part."""
-        parts = self.executor.runner.parallelism if self._shards is None else self._shards
-        if parts <= 1 or count < parts * CHUNKS_PER_WORKER * MIN_TREES_PER_PART:
+    def _part_bounds(self, count: int, nodes: int) -> list[int] | None:
+        """Tree index bounds of the parts ``encode`` cuts ``count`` trees of about ``nodes`` nodes into; None
+        for one part."""
+        parts = self._workers()
+        chunks = parts * CHUNKS_PER_WORKER
+        if parts <= 1 or count < chunks * MIN_TREES_PER_PART or nodes < chunks * self.min_nodes_per_part:
             return None
         return np.cumsum([0, *part_sizes(count, parts * CHUNKS_PER_WORKER)]).tolist()
+
+    def _workers(self) -> int:
+        """The parts ``encode`` can run at once: the runner's workers (or the ``shards`` given)."""
+        return self.executor.runner.parallelism if self._shards is None else self._shards
 
     def _encode_parts(self, chunks: Sequence[Any], to_forest: Callable[[Any], Forest]) -> np.ndarray:
         """Root states of every part, ``to_forest(chunk)`` each: this thread prepares the parts in order and
@@ -229,7 +248,7 @@ class TreeModel:
             return forest, fields, ex.plan(forest, fields, shards=1), (time.perf_counter() - t) * 1e3
 
         def run(prep: tuple[Forest, dict[str, np.ndarray], Any, float]) -> tuple[np.ndarray, RunStats]:
-            res = ex.run(prep[0], prep[1], plan=prep[2])
+            res = ex.run(prep[0], prep[1], plan=prep[2], keep=(self.STATE,))
             return res.roots(self.STATE), res.stats
 
         preps: list[float] = []

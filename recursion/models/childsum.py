@@ -5,9 +5,8 @@ f_k = σ(x·W_f + h_k·U_f + b_f);  c = i⊙u + Σ_k f_k⊙c_k;  h = o⊙tanh(c)
 A leaf's x is its word's embedding; an internal node's x is zero. So the leaf
 cell is x → (h, c) with no child terms, and the internal cell has no x terms
 (``W_f`` never contributes: only leaves have an x, and they have no children).
-Each node also outputs f⊙c for its parent (``fc``, see ``build_subgraph``).
-Absent children in a padded batch are zero rows: they add nothing to h̃ or to
-Σ f_k⊙c_k, so padding is exact.
+Each node also outputs f⊙c for its parent (``fc``, see ``build_subgraph``); the
+internal cell takes h̃ and Σ_k f_k⊙c_k, which its InvokeOp sums as it gathers.
 """
 
 from __future__ import annotations
@@ -41,8 +40,9 @@ class ChildSumTreeLSTM(TreeModel):
 
         ``fc`` is what a node hands its parent for the forget path, ``σ(h·U_f + b_f) ⊙ c``: its
         parent is internal, whose x is zero, so f_k depends on the child alone and is taken once, with
-        the child, as one [B, H] × [H, H] product. The parent then only sums its children's ``h`` and
-        ``fc`` over K, so a padded child (a zero row) costs a few adds, not a product.
+        the child, as one [B, H] × [H, H] product. The parent then only needs the sums of its children's
+        ``h`` and ``fc``: its InvokeOp hands them over summed (``reduce="sum"``), added up as they are
+        gathered, so nodes of every child count share one call and no child is padded.
         """
         w, H = self.weights, self.hidden
         leaf = CellBuilder("child_sum_leaf")
@@ -51,8 +51,8 @@ class ChildSumTreeLSTM(TreeModel):
         _outputs(leaf, leaf.op("Mul", leaf.op("Sigmoid", i), leaf.op("Tanh", u)), o, w, H)
 
         node = CellBuilder("child_sum_node")
-        h_sum = node.reduce_sum(node.input("h_ch", FLOAT, ["B", "K", H]), 1)
-        fc_sum = node.reduce_sum(node.input("fc_ch", FLOAT, ["B", "K", H]), 1)
+        h_sum = node.input("h_ch", FLOAT, ["B", H])        # summed over the children as they are gathered
+        fc_sum = node.input("fc_ch", FLOAT, ["B", H])
         # a product per gate (column blocks of U_iou), not one [H, 3H] product split three ways: no copy
         # for the split, and ONNX Runtime fuses each gate's bias and activation into its product
         i, o, u = (node.linear(h_sum, w["U_iou"][:, g * H:(g + 1) * H], w["b_iou"][g * H:(g + 1) * H], gate)
@@ -64,7 +64,8 @@ class ChildSumTreeLSTM(TreeModel):
         leaf_cell = tabulate(leaf.build(), "word", len(self.emb)) if self.fold_leaves else leaf.build()
         sg = SubGraph("child_sum_tree_lstm", outputs=("h", "c", "fc"))
         sg.branch(is_leaf, leaf_cell, fields={"word": "word"}, name="leaf")
-        sg.branch(is_internal, node.build(), invokes=[InvokeOp(sg, {"h": "h_ch", "fc": "fc_ch"})], name="node")
+        sg.branch(is_internal, node.build(), invokes=[InvokeOp(sg, {"h": "h_ch", "fc": "fc_ch"}, reduce="sum")],
+                  name="node")
         return sg
 
 

@@ -78,6 +78,38 @@ def test_mutual_recursion_alternates_subgraphs() -> None:
     assert ((res.pos["even"] >= 0) ^ (res.pos["odd"] >= 0)).all()
 
 
+def _summed_cell(w: np.ndarray) -> bytes:
+    g = CellBuilder("summed")
+    g.output(g.op("Tanh", g.linear(g.input("kids", FLOAT, ["B", H]), w, None, "w")), "h", ["B", H])
+    return g.build()
+
+
+def test_summed_invoke_equals_stacked_and_needs_no_buckets() -> None:
+    """``reduce="sum"`` hands the cell its children's sum: the same states as stacking them and summing in
+    the cell, in one group a wave whatever the child counts (no padding)."""
+    rng = np.random.default_rng(4)
+    w = rng.normal(size=(H, H))
+    stacked = SubGraph("stacked", outputs=("h",))
+    stacked.branch(is_leaf, _leaf_cell(0.1), fields={"word": "word"}, name="leaf")
+    stacked.branch(is_internal, _sum_cell(w), invokes=[InvokeOp(stacked, {"h": "kids"})], name="node")
+    summed = SubGraph("summed", outputs=("h",))
+    summed.branch(is_leaf, _leaf_cell(0.1), fields={"word": "word"}, name="leaf")
+    summed.branch(is_internal, _summed_cell(w), invokes=[InvokeOp(summed, {"h": "kids"}, reduce="sum")], name="node")
+    trees = [random_tree(int(rng.integers(1, 60)), 6, rng) for _ in range(40)]
+    forest = Forest.from_trees(trees)
+    fields = {"word": np.arange(forest.n, dtype=np.int64) % 7}
+    with OrtRunner(1) as runner:
+        want = Executor(stacked, runner, shards=1).run(forest, fields)
+        ex = Executor(summed, runner, shards=1, max_rows=10**9)
+        got = ex.run(forest, fields)
+        plan = ex.plan(forest, fields)
+    np.testing.assert_allclose(got.nodes("h"), want.nodes("h"), atol=1e-6)
+    assert len(plan.groups) == plan.waves                       # leaves in wave 0, then one call a wave
+    with pytest.raises(ConfigError, match="reduce="):
+        SubGraph("bad", outputs=("h",)).branch(is_internal, _summed_cell(w),
+                                               invokes=[InvokeOp(summed, {"h": "kids"}, reduce="mean")])
+
+
 def test_one_call_per_wave_across_trees() -> None:
     rng = np.random.default_rng(1)
     vocab = [f"w{i}" for i in range(50)]
@@ -118,6 +150,23 @@ def test_memoized_leaves_equal_unmemoized() -> None:
     assert memo.stats.invocations < plain.stats.invocations == plain.stats.nodes
     np.testing.assert_array_equal(memo.nodes("h"), plain.nodes("h"))
     np.testing.assert_array_equal(memo.nodes("c"), plain.nodes("c"))
+
+
+def test_kept_outputs_only_and_what_parents_read() -> None:
+    """``keep`` leaves out the outputs no InvokeOp reads (c here) and changes no value; encode keeps h."""
+    rng = np.random.default_rng(6)
+    vocab = [f"w{i}" for i in range(20)]
+    trees = [sst_like_tree(rng, vocab) for _ in range(30)]
+    with OrtRunner(1) as runner:
+        model = ChildSumTreeLSTM.random(vocab, input_dim=6, hidden=5, runtime=runner)
+        forest = Forest.from_trees(trees)
+        full = model.executor.run(forest, model.fields(forest))
+        lean = model.executor.run(forest, model.fields(forest), keep=("h",))
+        encoded = model.encode(trees)
+    sg = model.subgraph.name
+    assert set(full.buffers[sg]) == {"h", "c", "fc"} and set(lean.buffers[sg]) == {"h", "fc"}
+    np.testing.assert_array_equal(lean.nodes("h"), full.nodes("h"))
+    np.testing.assert_array_equal(encoded, full.roots("h"))
 
 
 #: How long a gated call waits for a second call to be in flight before the test calls it serial (s).
@@ -195,6 +244,7 @@ def _overlap_run(how: str) -> ConcurrencyRecorderDouble:
         # one run's parallel groups are submitted; encode's parts (one group per wave) are sync calls
         double = ConcurrencyRecorderDouble(runner, hold="submit" if how == "run" else "call")
         model = ChildSumTreeLSTM.random(vocab, input_dim=32, hidden=32, runtime=double)
+        model.min_nodes_per_part = 1000         # parts of this small batch (a real one splits from 10,000 nodes)
         got = model.run(trees).roots("h") if how == "run" else model.encode(trees)
         np.testing.assert_allclose(ChildSumTreeLSTM(model.weights, runtime=OrtRunner(1)).run(trees).roots("h"),
                                    got, atol=1e-6)
@@ -213,6 +263,20 @@ def test_encode_runs_its_parts_at_the_same_time() -> None:
     double = _overlap_run("encode")
     assert not double.gate_timed_out, "no cell call was joined by a second one: the parts ran serially"
     assert double.peak >= 2 and double.active == 0
+
+
+def test_encode_splits_only_batches_large_enough() -> None:
+    """Two workers: a batch is cut in two only when each part has enough trees and nodes to pay."""
+    with OrtRunner(2) as runner:
+        model = ChildSumTreeLSTM.random(["a"], input_dim=4, hidden=4, runtime=runner)
+        assert model._part_bounds(300, 11_400) is None                 # 300 small trees: one part
+        assert model._part_bounds(300, 31_400) is not None             # 300 large ones: two
+        assert model._part_bounds(40, 31_400) is None                  # too few trees
+        # a batch too small to cut runs its levels in order, as on one worker (no level cut in two)
+        trees = [sst_like_tree(np.random.default_rng(7), ["a"]) for _ in range(100)]
+        forest = Forest.from_trees(trees)
+        model.encode(trees)
+        assert model.executor.last_stats.calls == len(model.executor.plan(forest, model.fields(forest), 1).groups)
 
 
 class GatedDelegateDouble(Delegate):
@@ -279,6 +343,7 @@ def test_runtime_spreads_groups_over_both_cpu_workers() -> None:
     gate = GatedDelegateDouble()
     with edgert.Runtime(delegates=[gate], cpu_workers=2, warmup_runs=1) as rt:
         model = ChildSumTreeLSTM.random(vocab, input_dim=64, hidden=64, runtime=rt)
+        model.min_nodes_per_part = 1000         # parts of this small batch (a real one splits from 10,000 nodes)
         model.executor.warm()
         # Estimates far above a cell's real run: a run held open by the gate must read as busy to the
         # policy (a run past its estimate reads as ending now, and a tie would go to cpu0).

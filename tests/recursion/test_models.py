@@ -130,6 +130,7 @@ def test_encode_in_parts_equals_one_run(rt, sst_trees) -> None:
     them concurrently; the root states are those of one whole-batch run, in order."""
     trees = (sst_trees * 3)[:150]
     model = ChildSumTreeLSTM.random(_vocab(sst_trees), input_dim=12, hidden=8, seed=5, runtime=rt)
+    model.min_nodes_per_part = 100          # parts of this small batch (a real one splits from 10,000 nodes)
     ex = model.executor
     planned: list[tuple[int, threading.Thread]] = []
     plan = ex.plan
