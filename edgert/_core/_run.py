@@ -43,7 +43,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -51,7 +51,7 @@ from delegates.base import Delegate, Session
 from edgert._core import _validate
 from edgert._core._frame import Frame, current_frame
 from edgert._core._records import RecordBuffer, Row
-from edgert._core._result import DROPPED, FAILED, LATE, OK, Result, completed, unwrap
+from edgert._core._result import DROPPED, FAILED, LATE, OK, Result, WatchedFuture, completed, unwrap
 from edgert._core._stats import ModelStats
 from edgert._core._thread_priority import ThreadNice, ThreadPriority
 from edgert._core._trace import TraceWriter
@@ -87,6 +87,14 @@ HANDOFF_WAIT_MS = 1.0
 HANDOFF_NAP_S = 1e-5
 
 bug_log = logging.getLogger("edgert.bug")
+
+_Class = TypeVar("_Class", bound=type)
+try:   # read by mypyc when tools/compile.py compiles this module; the pure-Python module needs nothing of it
+    from mypy_extensions import mypyc_attr
+except ImportError:  # pragma: no cover - a core install without mypy: the class stays as written
+    def mypyc_attr(**_attrs: object) -> Callable[[_Class], _Class]:  # type: ignore[misc]
+        """Without mypy installed: a decorator that leaves the class as it is."""
+        return lambda cls: cls
 
 
 # --- the request ----------------------------------------------------------------------------------------------
@@ -142,16 +150,6 @@ class Request:
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"<Request {self.id} {self.model.name} deadline={self.deadline_ms:.1f}ms>"
 
-
-class WatchedFuture(Future["Result"]):
-    """A request's future that knows whether anything was asked to run when it resolves (:func:`quiet`)."""
-
-    _watched = False   # a class default: set on the instance by the first add_done_callback
-
-    def add_done_callback(self, fn: Callable[[Future[Result]], object]) -> None:
-        """As :meth:`concurrent.futures.Future.add_done_callback`; marks the future as watched."""
-        self._watched = True
-        super().add_done_callback(fn)
 
 # --- the dispatcher: admit, decide, run, end ---------------------------------------------------------------
 
@@ -730,6 +728,7 @@ class Decider:
 
 # --- queue: the workers --------------------------------------------------------------------------
 
+@mypyc_attr(allow_interpreted_subclasses=True)   # the cloud's workers subclass it (edgert.offload)
 class Worker:
     """One processor (``cpu0``, ``gpu``, ``npu`` …) and its delegates, queue and sessions.
 
@@ -1060,8 +1059,8 @@ class ResolverThread:
     def __init__(self, work: Callable[[Handed], None]) -> None:
         self._work = work
         self._queue: queue.SimpleQueue[Handed | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._loop, name="edgert-resolver", daemon=True)
-        self._thread.start()
+        self._runner = threading.Thread(target=self._loop, name="edgert-resolver", daemon=True)
+        self._runner.start()
 
     def hand(self, item: Handed) -> None:
         """Queue ``item`` (under the runtime's lock: before :meth:`close`'s end mark, or not at all)."""
@@ -1073,11 +1072,11 @@ class ResolverThread:
 
     def join(self) -> None:
         """Wait until everything handed before :meth:`close` is done and the thread has ended."""
-        self._thread.join()
+        self._runner.join()
 
     def is_alive(self) -> bool:
         """Whether the thread still runs."""
-        return self._thread.is_alive()
+        return self._runner.is_alive()
 
     def _loop(self) -> None:
         while True:
