@@ -67,7 +67,8 @@ if TYPE_CHECKING:
     from edgert._core._model import LoadedModel
 
 #: With at least this many requests pending (a burst, deeper than a frame's cascades), a busy worker is
-#: shown to the policy as free while it runs, so its next request is queued ahead (``_decide_freed_locked``).
+#: shown to the policy as free while it runs, so its next request is queued ahead (``_decide_freed_locked``), and a
+#: submit decides only while a worker could start a request (``_nothing_could_start_locked``).
 #: The simulator does not: its decisions take no virtual time, so there is no gap between runs to hide.
 AHEAD_PENDING = 16
 #: After a runtime fault, an accelerator is kept out of placement this long before it is tried again (ms).
@@ -322,7 +323,7 @@ class Dispatcher:
             if self._stopping:   # a cascade stage submitted by a callback while closing: dropped, not raised
                 del self.decider.pending[req.id]
                 self.ends.drop(req, "the runtime closed before it ran", now)
-            elif self._taken_locked(req, now):
+            elif self._taken_locked(req, now) and not self._nothing_could_start_locked():
                 self.decider.decide(now)
             w = req.worker   # handed to a thread waiting for work (not this worker's own next stage)?
             handed = bool(w is not None and w.queue and w.queue[0] is req and w.has_free_slot()
@@ -475,9 +476,15 @@ class Dispatcher:
         burst = len(self.decider.pending) >= AHEAD_PENDING
         ahead = tuple([v for v in self.workers if v.running and not v.queue and v.capacity == 1
                        and now >= v.unhealthy_until_ms]) if burst else ()
-        if burst and not ahead and all(v.queue or not v.has_free_slot() for v in self.workers):
-            return   # every worker runs with its next queued: nothing could start; the next completion decides
+        if not ahead and self._nothing_could_start_locked():
+            return
         self.decider.decide(now, ahead=ahead)
+
+    def _nothing_could_start_locked(self) -> bool:
+        """In a burst (at least :data:`AHEAD_PENDING` pending), whether no worker could start a request now (each
+        runs, or has its next queued): a decision would place nothing, so the next completion decides (a request
+        admitted meanwhile waits for it, one run at most)."""
+        return len(self.decider.pending) >= AHEAD_PENDING and all(v.queue or not v.has_free_slot() for v in self.workers)
 
     def _next_locked(self, w: Worker) -> Request | None:
         """On ``w``'s thread after a run whose ends are quiet: start its next request now, and hand what ended
