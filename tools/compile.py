@@ -1,11 +1,13 @@
-"""Compile the simulator's hot modules with mypyc, in place; the Python sources stay the fallback.
+"""Compile the simulator's and the request path's hot modules with mypyc, in place; Python stays the fallback.
 
     python tools/compile.py            # build: a .so beside each module below (mypy and a C compiler needed)
     python tools/compile.py --clean    # remove them: the pure-Python modules run again
 
 The simulator's loop (``scheduler/sim/driver.py``) is written as named steps, a call each; compiled,
 those calls are C calls and an hour of ``edgert simulate`` runs as fast as the hand-inlined loop it
-replaced (benchmarks/results/core.md). Python imports a compiled module before its source, so a build
+replaced (benchmarks/results/core.md). The request's life (``edgert/_core/_run.py``) is named steps too:
+compiled, a sync call costs less than the hand-inlined path it replaced (96a7d8d), and a burst's bookkeeping holds
+the GIL for less of each run (BENCHMARKS.md). Python imports a compiled module before its source, so a build
 goes stale when a source changes: ``tests/test_layering.py`` fails on a compiled module older than its
 source (rebuild, or clean).
 """
@@ -22,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 #: The modules compiled (typed, and free of what mypyc refuses: no monkeypatching of their classes).
-HOT = ("scheduler/contract.py", "scheduler/sim/driver.py", "scheduler/sim/processor.py")
+HOT = ("scheduler/contract.py", "scheduler/sim/driver.py", "scheduler/sim/processor.py", "edgert/_core/_run.py")
 
 
 def built() -> list[Path]:

@@ -1,8 +1,12 @@
-"""The public result of one request (the request in flight is ``edgert._core._run.Request``)."""
+"""The public result of one request (the request in flight is ``edgert._core._run.Request``), and the future that
+carries it to a caller who waits (:class:`WatchedFuture`: a subclass of a Python class, so it lives here, in a module
+that ``tools/compile.py`` leaves interpreted, and not beside the request in the compiled ``_run``)."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,3 +92,15 @@ def unwrap(res: Result) -> dict[str, np.ndarray]:
     if res.status in (DROPPED, FAILED) and res.error is not None:
         raise res.error
     raise InferenceError(f"request {res.id} for {res.model!r} ended {res.status} without outputs")
+
+
+class WatchedFuture(Future["Result"]):
+    """A request's future that knows whether anything was asked to run when it resolves
+    (``edgert._core._run.quiet``)."""
+
+    _watched = False   # a class default: set on the instance by the first add_done_callback
+
+    def add_done_callback(self, fn: Callable[[Future[Result]], object]) -> None:
+        """As :meth:`concurrent.futures.Future.add_done_callback`; marks the future as watched."""
+        self._watched = True
+        super().add_done_callback(fn)

@@ -43,7 +43,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -51,7 +51,7 @@ from delegates.base import Delegate, Session
 from edgert._core import _validate
 from edgert._core._frame import Frame, current_frame
 from edgert._core._records import RecordBuffer, Row
-from edgert._core._result import DROPPED, FAILED, LATE, OK, Result, completed, unwrap
+from edgert._core._result import DROPPED, FAILED, LATE, OK, Result, WatchedFuture, completed, unwrap
 from edgert._core._stats import ModelStats
 from edgert._core._thread_priority import ThreadNice, ThreadPriority
 from edgert._core._trace import TraceWriter
@@ -67,7 +67,8 @@ if TYPE_CHECKING:
     from edgert._core._model import LoadedModel
 
 #: With at least this many requests pending (a burst, deeper than a frame's cascades), a busy worker is
-#: shown to the policy as free while it runs, so its next request is queued ahead (``_decide_freed_locked``).
+#: shown to the policy as free while it runs, so its next request is queued ahead (``_decide_freed_locked``), and a
+#: submit decides only while a worker could start a request (``_nothing_could_start_locked``).
 #: The simulator does not: its decisions take no virtual time, so there is no gap between runs to hide.
 AHEAD_PENDING = 16
 #: After a runtime fault, an accelerator is kept out of placement this long before it is tried again (ms).
@@ -87,6 +88,14 @@ HANDOFF_WAIT_MS = 1.0
 HANDOFF_NAP_S = 1e-5
 
 bug_log = logging.getLogger("edgert.bug")
+
+_Class = TypeVar("_Class", bound=type)
+try:   # read by mypyc when tools/compile.py compiles this module; the pure-Python module needs nothing of it
+    from mypy_extensions import mypyc_attr
+except ImportError:  # pragma: no cover - a core install without mypy: the class stays as written
+    def mypyc_attr(**_attrs: object) -> Callable[[_Class], _Class]:  # type: ignore[misc]
+        """Without mypy installed: a decorator that leaves the class as it is."""
+        return lambda cls: cls
 
 
 # --- the request ----------------------------------------------------------------------------------------------
@@ -142,16 +151,6 @@ class Request:
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"<Request {self.id} {self.model.name} deadline={self.deadline_ms:.1f}ms>"
 
-
-class WatchedFuture(Future["Result"]):
-    """A request's future that knows whether anything was asked to run when it resolves (:func:`quiet`)."""
-
-    _watched = False   # a class default: set on the instance by the first add_done_callback
-
-    def add_done_callback(self, fn: Callable[[Future[Result]], object]) -> None:
-        """As :meth:`concurrent.futures.Future.add_done_callback`; marks the future as watched."""
-        self._watched = True
-        super().add_done_callback(fn)
 
 # --- the dispatcher: admit, decide, run, end ---------------------------------------------------------------
 
@@ -324,7 +323,7 @@ class Dispatcher:
             if self._stopping:   # a cascade stage submitted by a callback while closing: dropped, not raised
                 del self.decider.pending[req.id]
                 self.ends.drop(req, "the runtime closed before it ran", now)
-            elif self._taken_locked(req, now):
+            elif self._taken_locked(req, now) and not self._nothing_could_start_locked():
                 self.decider.decide(now)
             w = req.worker   # handed to a thread waiting for work (not this worker's own next stage)?
             handed = bool(w is not None and w.queue and w.queue[0] is req and w.has_free_slot()
@@ -477,9 +476,15 @@ class Dispatcher:
         burst = len(self.decider.pending) >= AHEAD_PENDING
         ahead = tuple([v for v in self.workers if v.running and not v.queue and v.capacity == 1
                        and now >= v.unhealthy_until_ms]) if burst else ()
-        if burst and not ahead and all(v.queue or not v.has_free_slot() for v in self.workers):
-            return   # every worker runs with its next queued: nothing could start; the next completion decides
+        if not ahead and self._nothing_could_start_locked():
+            return
         self.decider.decide(now, ahead=ahead)
+
+    def _nothing_could_start_locked(self) -> bool:
+        """In a burst (at least :data:`AHEAD_PENDING` pending), whether no worker could start a request now (each
+        runs, or has its next queued): a decision would place nothing, so the next completion decides (a request
+        admitted meanwhile waits for it, one run at most)."""
+        return len(self.decider.pending) >= AHEAD_PENDING and all(v.queue or not v.has_free_slot() for v in self.workers)
 
     def _next_locked(self, w: Worker) -> Request | None:
         """On ``w``'s thread after a run whose ends are quiet: start its next request now, and hand what ended
@@ -730,6 +735,7 @@ class Decider:
 
 # --- queue: the workers --------------------------------------------------------------------------
 
+@mypyc_attr(allow_interpreted_subclasses=True)   # the cloud's workers subclass it (edgert.offload)
 class Worker:
     """One processor (``cpu0``, ``gpu``, ``npu`` …) and its delegates, queue and sessions.
 
@@ -1060,8 +1066,8 @@ class ResolverThread:
     def __init__(self, work: Callable[[Handed], None]) -> None:
         self._work = work
         self._queue: queue.SimpleQueue[Handed | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._loop, name="edgert-resolver", daemon=True)
-        self._thread.start()
+        self._runner = threading.Thread(target=self._loop, name="edgert-resolver", daemon=True)
+        self._runner.start()
 
     def hand(self, item: Handed) -> None:
         """Queue ``item`` (under the runtime's lock: before :meth:`close`'s end mark, or not at all)."""
@@ -1073,11 +1079,11 @@ class ResolverThread:
 
     def join(self) -> None:
         """Wait until everything handed before :meth:`close` is done and the thread has ended."""
-        self._thread.join()
+        self._runner.join()
 
     def is_alive(self) -> bool:
         """Whether the thread still runs."""
-        return self._thread.is_alive()
+        return self._runner.is_alive()
 
     def _loop(self) -> None:
         while True:

@@ -65,9 +65,8 @@ def best_effort(req: RequestView, processors: Sequence[ProcessorView], estimator
     lookup = estimator.ema_table().get if type(estimator) is LatencyEstimator else None
     model, allowed = req.model, req.allowed
     best, best_ms = -1, _INF
-    for i, name in enumerate(names):   # _row's lookups, inline
-        ms = lookup((model, name)) if lookup is not None else estimator.expected_ms(model, name)
-        if ms is not None and ms < best_ms and (allowed is None or name in allowed):
+    for i, ms in _row(lookup, estimator, model, names):
+        if ms < best_ms and (allowed is None or names[i] in allowed):
             best, best_ms = i, ms
     if best < 0:
         return None

@@ -8,24 +8,27 @@ import threading
 import numpy as np
 
 import edgert
-from edgert._core import _run
+from edgert._core._trace import TraceWriter
 from edgert.testing import genmodels
 from edgert.testing.sized import DET_HW, cnn_at
 
 
-def test_a_burst_on_one_worker_ends_every_request_once_and_the_resolver_stops_at_close(model_dir, monkeypatch):
-    with edgert.Runtime(cpu_workers=1, delegates="ort-cpu") as rt:
+def test_a_burst_on_one_worker_ends_every_request_once_and_the_resolver_stops_at_close(model_dir, tmp_path,
+                                                                                      monkeypatch):
+    # Where each request is resolved, seen through the trace its resolution writes to (``resolve`` gives each
+    # outcome to the trace, then to the future, on the resolving thread): a spy around the trace writer, which
+    # stays interpreted when the request path is compiled (tools/compile.py).
+    resolved_on: list[str] = []
+    real = TraceWriter.finish
+
+    def spy(self, res):   # a test double around the trace's finish: records the thread, then writes
+        resolved_on.append(threading.current_thread().name)
+        real(self, res)
+    with edgert.Runtime(cpu_workers=1, delegates="ort-cpu", trace=tmp_path / "t.jsonl") as rt:
         m = rt.load(model_dir / "cnn.onnx", name="cnn", slo_ms=60_000.0)
         feeds = genmodels.example_inputs("cnn")
         m(feeds)
-        resolved_on: list[str] = []
-        real = _run.resolve
-
-        def spy(done, trace):   # a test double around resolve: records the thread, then resolves
-            done = list(done)
-            resolved_on.extend(threading.current_thread().name for _ in done)
-            real(done, trace)
-        monkeypatch.setattr(_run, "resolve", spy)
+        monkeypatch.setattr(TraceWriter, "finish", spy)
         futs = [m.submit(feeds) for _ in range(40)]
         results = [f.result(timeout=30) for f in futs]
         resolver = rt._dispatcher._resolver
