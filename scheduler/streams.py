@@ -163,17 +163,27 @@ class Backlog:
     cloud: bool = False
 
     def ahead_ms(self, deadline_ms: float, priority: str) -> float:
-        """Expected ms of the work that runs before a request due by ``deadline_ms`` at ``priority``: the work
-        due by then (deadlines less each level's lead, as edgert's policy orders them), and the rest of every
-        run due later that already holds a processor. On an urgent lane only urgent work is ahead."""
+        """Expected ms of the work that runs before a request due by ``deadline_ms`` at ``priority``: the rest of
+        every run that already holds a processor, and the work waiting that is due by then (deadlines less each
+        level's lead, as edgert's policy orders them) and can still make its own deadline, in that order, spread
+        over the processors that may run it; a request that cannot is dropped by the policy, not run ahead. On an
+        urgent lane only urgent work is ahead."""
         due = deadline_ms - LEAD_MS[priority]
         lane = self.lanes > 0 and priority in URGENT_LEVELS
+        spread = max(1, self.workers + (self.lanes if lane else 0))
         ahead = 0.0
+        waiting: list[tuple[float, float, float]] = []   # (due, deadline, ms) of the work waiting due by then
         for w in self.work:
             if lane and w.priority not in URGENT_LEVELS:
                 continue
-            if w.running or w.deadline_ms - LEAD_MS.get(w.priority, 0.0) <= due:
+            if w.running:
                 ahead += w.remaining_ms
+            elif (w_due := w.deadline_ms - LEAD_MS.get(w.priority, 0.0)) <= due:
+                waiting.append((w_due, w.deadline_ms, w.remaining_ms))
+        waiting.sort()
+        for _, w_deadline, ms in waiting:
+            if self.now_ms + (ahead + ms) / spread <= w_deadline:
+                ahead += ms
         return ahead
 
     def finish_ms(self, chain_ms: float, deadline_ms: float, priority: str) -> float:

@@ -82,6 +82,16 @@ def test_a_more_important_frame_goes_ahead_of_work_due_about_together():
     assert lanes.ahead_ms(33.3, "critical") == 0.0   # an urgent lane runs it: only urgent work is ahead there
 
 
+def test_work_waiting_that_cannot_make_its_own_deadline_is_not_ahead_of_a_frame():
+    doomed = tuple(Work(20.0, 10.0, "normal", False) for _ in range(4))   # 80 ms due in 10 ms on 2 workers
+    b = Backlog(0.0, workers=2, work=doomed)
+    assert b.ahead_ms(33.3, "normal") == 20.0   # the first two make it (10 ms each on a worker); the policy drops the rest
+    running = Backlog(0.0, workers=2, work=(Work(15.0, 5.0, "normal", True),) + doomed)
+    assert running.ahead_ms(33.3, "normal") == 15.0 + 0.0   # a run already holding a processor is ahead whatever its deadline
+    c = _controller((("pose", "normal"),), chain_ms=10.0)
+    assert c.offer("pose", 0.0, b).taken   # 20 ms ahead on 2 workers, then its 10 ms: 20 ms, in its 33.3 ms
+
+
 def test_a_chain_longer_than_its_period_is_not_taken():
     c = _controller((("pose", "normal"),), chain_ms=40.0)
     d = c.offer("pose", 0.0, Backlog(0.0))
@@ -179,9 +189,9 @@ def test_a_frame_whose_request_the_policy_dropped_does_not_widen_the_margin_a_la
 
 def test_after_a_streak_of_skips_one_frame_is_taken_lean():
     c = _controller((("pose", "normal"),), chain_ms=10.0, warmup_ms=1e9)   # (no step of its rate meanwhile)
-    ahead = tuple(Work(40.0, 20.0, "normal", False) for _ in range(4))
     reasons = []
-    for k in range(S.MAX_SHED_STREAK + 1):
+    for k in range(S.MAX_SHED_STREAK + 1):   # 64 ms due before it, each of it in time for its own deadline
+        ahead = tuple(Work(16.0, k * 33.3 + 32.0, "normal", False) for _ in range(4))
         d = c.offer("pose", k * 33.3, Backlog(k * 33.3, workers=2, work=ahead))
         reasons.append(d.reason)
     assert reasons[:-1] == ["predicted_late"] * S.MAX_SHED_STREAK and d.taken and d.lean
