@@ -331,10 +331,18 @@ class StreamState:
     def starved(self, now_ms: float) -> bool:
         """It took fewer frames over the last :data:`WINDOW_MS` than its bottom rung would (a frame less, for
         the window's edges)."""
+        return self._taken_in_window(now_ms) < self.rates[-1] * WINDOW_MS / 1000.0 - 1.0
+
+    def _taken_in_window(self, now_ms: float) -> int:
+        """Its frames taken over the last :data:`WINDOW_MS`."""
         q = self.takes
         while q and q[0] < now_ms - WINDOW_MS:
             q.popleft()
-        return len(q) < self.rates[-1] * WINDOW_MS / 1000.0 - 1.0
+        return len(q)
+
+    def taken_fps(self, now_ms: float) -> float:
+        """The frames taken over the last :data:`WINDOW_MS` per second, at most its rate at its rung (fps)."""
+        return min(self.fps_now, self._taken_in_window(now_ms) * 1000.0 / WINDOW_MS)
 
     def guarded(self, now_ms: float) -> bool:
         """It missed a frame within the last :data:`GUARD_MS`."""
@@ -592,10 +600,12 @@ class StreamController:
     def _slowdown(self, s: StreamState, backlog: Backlog, now_ms: float) -> float:
         """How much longer than on the whole workers a frame of ``s`` takes while critical streams that miss frames
         (not ``s``) take their share of the workers first: their frames keep arriving and run ahead of it, so it
-        runs on what they leave (processor sharing: workers / (workers - their work per ms); at most 10)."""
+        runs on what they leave (processor sharing: workers / (workers - their work per ms); at most 10). Their
+        share is what they take (the frames they were given over the window, at most their rung's rate): a critical
+        stream whose own frames are skipped does not take the workers its rate would."""
         if s.priority == "critical":
             return 1.0
-        left = backlog.workers - sum(c.work_ms / c.period_ms for c in self._acting_critical(now_ms))
+        left = backlog.workers - sum(c.work_ms * c.taken_fps(now_ms) / 1000.0 for c in self._acting_critical(now_ms))
         return min(10.0, backlog.workers / left) if left > 0.1 * backlog.workers else 10.0
 
     def _critical_room_ms(self, s: StreamState, span_ms: float, now_ms: float) -> float:

@@ -170,9 +170,20 @@ def test_a_lower_frame_is_predicted_on_what_a_critical_stream_that_misses_leaves
     c.streams["pose"].in_flight = 0
     missed = c.offer("hands", 10.0, Backlog(10.0))
     c.ended("hands", missed, FrameEnd(missed.deadline_ms + 1.0, True, 20.0, 20.0))
+    c.streams["hands"].takes.extend(10.0 - 1000.0 / 30.0 * k for k in range(1, 30))   # it took its 30 fps
     d = c.offer("pose", 100.0, Backlog(100.0))   # 12 ms on the 0.4 of it hands leaves: 30 ms, + its margin
     assert d.predicted_ms == pytest.approx(100.0 + 12.0 / 0.4)
     assert c.offer("hands", 100.0, Backlog(100.0)).predicted_ms == pytest.approx(120.0)   # (not for itself)
+
+
+def test_a_critical_stream_whose_frames_are_skipped_slows_a_lower_frame_by_what_it_takes_only():
+    c = _controller((("hands", "critical"), ("pose", "normal")), chain_ms=20.0)   # hands: 0.6 of a worker at 30 fps
+    c.streams["pose"].chains.append(12.0)
+    c.streams["pose"].chain_ms = 12.0
+    c.streams["hands"].guard_until_ms = math.inf   # its level acts
+    c.streams["hands"].takes.extend(100.0 - 100.0 * k for k in range(10))   # but it was given 10 frames a second
+    d = c.offer("pose", 100.0, Backlog(100.0))   # 12 ms on the 0.8 of the worker it leaves: 15 ms
+    assert d.taken and d.predicted_ms == pytest.approx(100.0 + 12.0 / 0.8)
 
 
 def test_a_frame_whose_request_the_policy_dropped_does_not_widen_the_margin_a_late_one_does():
