@@ -358,14 +358,18 @@ class StreamState:
         return (sum(m for _, m in q) / n if n else 0.0), n
 
     def margin_ms(self, now_ms: float) -> float:
-        """A quantile (:attr:`quantile`) of its prediction errors of the last :data:`ERROR_TTL_MS` (ms, >= 0; 0 with
-        fewer than 4 of them)."""
+        """A quantile (:attr:`quantile`) of its prediction errors of the last :data:`ERROR_TTL_MS` (ms; 0 with fewer
+        than 4 of them). Below 0 when even that quantile of its frames ended earlier than predicted: a prediction
+        that runs pessimistic (work ahead that ends sooner, or is dropped, on faster processors than the mean) is
+        corrected as one that runs optimistic is, and a frame it would skip as late is taken; a frame that then
+        comes late moves the quantile up (:data:`QUANTILE_STEP`)."""
         q = self.errors
         while q and q[0][0] < now_ms - ERROR_TTL_MS:
             q.popleft()
         if len(q) < 4:
             return 0.0
-        return max(0.0, _quantile(sorted(e for _, e in q), min(1.0, self.quantile)) * max(1.0, self.quantile))
+        error = _quantile(sorted(e for _, e in q), min(1.0, self.quantile))
+        return error * max(1.0, self.quantile) if error > 0.0 else error
 
     def stats(self) -> dict[str, Any]:
         """Its figures, with the keys of ``s.stats()`` (docs/design.md §11)."""
@@ -571,7 +575,7 @@ class StreamController:
         if s.chain_ms > span_ms:
             return "chain_too_long", f"its chain needs {s.chain_ms:.1f} ms, longer than its {span_ms:.1f} ms left"
         if predicted_ms + margin_ms > span_ms:
-            return "predicted_late", (f"predicted to finish in {predicted_ms:.1f} ms (+{margin_ms:.1f} ms error "
+            return "predicted_late", (f"predicted to finish in {predicted_ms:.1f} ms ({margin_ms:+.1f} ms error "
                                       f"margin), after its {span_ms:.1f} ms deadline")
         return "", ""
 

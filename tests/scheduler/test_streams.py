@@ -419,6 +419,16 @@ def test_the_margin_quantile_settles_where_the_late_target_of_frames_come_late()
     assert abs(sum(late[-10000:]) / 10000 - S.LATE_TARGET) < 0.01
 
 
+def test_a_prediction_that_ran_pessimistic_is_corrected_and_a_frame_it_called_late_is_taken():
+    c = _controller((("pose", "normal"),), chain_ms=10.0)
+    s = c.streams["pose"]
+    s.errors.extend((0.0, e) for e in (-12.0, -10.0, -9.0, -8.0))   # its frames ended 8-12 ms before their prediction
+    assert s.margin_ms(0.0) == pytest.approx(-8.3)   # the 0.9 quantile: still early
+    ahead = tuple(Work(15.0, 30.0, "normal", False) for _ in range(4))   # 60 ms on 2 workers: 30 + 10 ms > 33.3
+    d = c.offer("pose", 0.0, Backlog(0.0, workers=2, work=ahead))
+    assert d.taken and d.predicted_ms == pytest.approx(40.0)
+
+
 def test_past_the_largest_error_the_margin_grows_beyond_it():
     s = _controller((("pose", "normal"),)).streams["pose"]
     s.errors.extend((0.0, e) for e in (2.0, 4.0, 6.0, 10.0))
