@@ -12,7 +12,7 @@ not processed (its requests end ``dropped``); a frame at a lower rung is due at 
 Usage::
 
     python benchmarks/stream_score.py [--profiles ...] [--scenarios ...] [--factors 1.5 2 3 4] [--duration 10]
-                                      [--out benchmarks/results/stream_score.md]
+                                      [--jobs 2] [--out benchmarks/results/stream_score.md]
 
 Prints, per cell, edgert's score, each Band scheduler's, and edgert over the best of them; then the geomean.
 """
@@ -24,6 +24,7 @@ import gc
 import math
 import sys
 import time
+from multiprocessing import Pool
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -81,6 +82,21 @@ def cell(profile: str, scenario: str, users: float, duration: float, seed: int) 
     return out
 
 
+def _rows(job: tuple[str, str, list[float], float, int]) -> list[tuple]:
+    """One profile and scenario: what the device serves, then each load's cell (a worker's whole job)."""
+    profile, scenario, factors, duration, seed = job
+    gc.disable()   # a benchmark's own process: the simulator allocates much and frees little until a run's end
+    srv = served(profile, scenario, duration, seed)
+    rows = []
+    for x in factors:
+        users = round(srv * x, 2)
+        sc = cell(profile, scenario, users, duration, seed)
+        best = max(sc[b] for b in BAND)
+        rows.append((profile, scenario, srv, x, users, sc, sc["edgert"] / best if best > 0 else math.inf))
+        gc.collect()
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profiles", nargs="+", default=list(PROFILES))
@@ -88,28 +104,24 @@ def main() -> int:
     ap.add_argument("--factors", nargs="+", type=float, default=[1.5, 2.0, 3.0, 4.0])
     ap.add_argument("--duration", type=float, default=10.0, help="simulated seconds per run")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--jobs", type=int, default=1, help="processes, each one profile and scenario at a time")
     ap.add_argument("--out", type=Path, default=None, help="write the table as Markdown here")
     args = ap.parse_args()
-    gc.disable()   # a benchmark's own process: the simulator allocates much and frees little until a run's end
     t0 = time.perf_counter()
-    rows = []
     short = {"fixed_worker": "FW", "round_robin": "RR", "shortest_expected_latency": "SEL",
              "heterogeneous_earliest_finish_time": "HEFT", "least_slack_time_first": "LST"}
     head = (f"{'profile':11} {'scenario':13} {'srv':>3} {'x':>4} {'users':>5} {'edgert':>7} {'policy':>6} "
             + " ".join(f"{short[b]:>6}" for b in BAND) + f" {'ratio':>6}")
     print(head)
-    for profile in args.profiles:
-        for scenario in args.scenarios:
-            srv = served(profile, scenario, args.duration, args.seed)
-            for x in args.factors:
-                users = round(srv * x, 2)
-                sc = cell(profile, scenario, users, args.duration, args.seed)
-                best = max(sc[b] for b in BAND)
-                ratio = sc["edgert"] / best if best > 0 else math.inf
-                rows.append((profile, scenario, srv, x, users, sc, ratio))
-                print(f"{profile:11} {scenario:13} {srv:>3} {x:>4g} {users:>5g} {sc['edgert']:>7.1f} {sc['policy']:>6.1f} "
-                      + " ".join(f"{sc[b]:>6.1f}" for b in BAND) + f" {ratio:>6.2f}", flush=True)
-                gc.collect()
+    jobs = [(p, s, args.factors, args.duration, args.seed) for p in args.profiles for s in args.scenarios]
+    rows = []
+    with Pool(args.jobs) if args.jobs > 1 else _Serial() as pool:
+        for part in pool.imap(_rows, jobs):   # in order: the table reads as a serial run prints it
+            for profile, scenario, srv, x, users, sc, ratio in part:
+                print(f"{profile:11} {scenario:13} {srv:>3} {x:>4g} {users:>5g} {sc['edgert']:>7.1f} "
+                      f"{sc['policy']:>6.1f} " + " ".join(f"{sc[b]:>6.1f}" for b in BAND) + f" {ratio:>6.2f}",
+                      flush=True)
+            rows += part
     finite = [r[6] for r in rows if math.isfinite(r[6]) and r[6] > 0]
     geo = math.exp(sum(math.log(r) for r in finite) / len(finite)) if finite else math.nan
     wins = sum(r[6] >= 1.0 for r in rows)
@@ -120,7 +132,10 @@ def main() -> int:
         lines = ["# XRBench's score under overload: edgert (policy + stream controller) vs Band's five "
                  "(benchmarks/stream_score.py)", "",
                  f"`python benchmarks/stream_score.py --factors {' '.join(f'{x:g}' for x in args.factors)} "
-                 f"--duration {args.duration:g}`", "",
+                 f"--duration {args.duration:g}"
+                 + ("" if args.scenarios == list(SCENARIOS) else f" --scenarios {' '.join(args.scenarios)}")
+                 + ("" if args.profiles == list(PROFILES) else f" --profiles {' '.join(args.profiles)}")
+                 + f" --jobs {args.jobs}`", "",
                  f"Simulated, seed {args.seed}, {args.duration:g} s per run. `srv`: the most users edgert's policy "
                  f"serves open-loop with {SERVED_MET:.0%} on time; users = srv x load. Priorities declared: "
                  + "; ".join(f"{s}: " + ", ".join(f"{k}={v}" for k, v in p.items()) for s, p in PRIORITIES.items()
@@ -135,6 +150,19 @@ def main() -> int:
         args.out.write_text("\n".join(lines))
         print(f"wrote {args.out}")
     return 0
+
+
+class _Serial:
+    """``Pool``'s ``imap`` in this process (``--jobs 1``)."""
+
+    def __enter__(self) -> _Serial:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def imap(self, fn, items):   # type: ignore[no-untyped-def]
+        return map(fn, items)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ runtime (or one simulated device) at once:
   over the workers, then its own chain, on what critical streams whose level acts leave of the workers)
   plus a quantile of the stream's recent prediction errors is after its deadline; when its chain alone is
   longer than its period; when the workers are saturated and its work would take the admitted work past
-  their capacity less the room critical streams need (the costliest frames first; never a critical
+  their capacity less the room critical streams need (the costliest streams first, by work per second at
+  their rungs, so that a slow stream's dear frame is not the one a fast stream's cheap frames shed; never a critical
   stream's while its level acts, nor one of a stream taking fewer frames than its bottom rung while that
   rung fits its fair share of the workers); when it is not its turn at the stream's rate; or when ``max_in_flight``
   of its frames still run. Each reason is one code of :data:`REASONS`. After :data:`MAX_SHED_STREAK` skips
@@ -171,17 +172,27 @@ class Backlog:
     cloud: bool = False
 
     def ahead_ms(self, deadline_ms: float, priority: str) -> float:
-        """Expected ms of the work that runs before a request due by ``deadline_ms`` at ``priority``: the work
-        due by then (deadlines less each level's lead, as edgert's policy orders them), and the rest of every
-        run due later that already holds a processor. On an urgent lane only urgent work is ahead."""
+        """Expected ms of the work that runs before a request due by ``deadline_ms`` at ``priority``: the rest of
+        every run that already holds a processor, and the work waiting that is due by then (deadlines less each
+        level's lead, as edgert's policy orders them) and can still make its own deadline, in that order, spread
+        over the processors that may run it; a request that cannot is dropped by the policy, not run ahead. On an
+        urgent lane only urgent work is ahead."""
         due = deadline_ms - LEAD_MS[priority]
         lane = self.lanes > 0 and priority in URGENT_LEVELS
+        spread = max(1, self.workers + (self.lanes if lane else 0))
         ahead = 0.0
+        waiting: list[tuple[float, float, float]] = []   # (due, deadline, ms) of the work waiting due by then
         for w in self.work:
             if lane and w.priority not in URGENT_LEVELS:
                 continue
-            if w.running or w.deadline_ms - LEAD_MS.get(w.priority, 0.0) <= due:
+            if w.running:
                 ahead += w.remaining_ms
+            elif (w_due := w.deadline_ms - LEAD_MS.get(w.priority, 0.0)) <= due:
+                waiting.append((w_due, w.deadline_ms, w.remaining_ms))
+        waiting.sort()
+        for _, w_deadline, ms in waiting:
+            if self.now_ms + (ahead + ms) / spread <= w_deadline:
+                ahead += ms
         return ahead
 
     def finish_ms(self, chain_ms: float, deadline_ms: float, priority: str) -> float:
@@ -329,10 +340,18 @@ class StreamState:
     def starved(self, now_ms: float) -> bool:
         """It took fewer frames over the last :data:`WINDOW_MS` than its bottom rung would (a frame less, for
         the window's edges)."""
+        return self._taken_in_window(now_ms) < self.rates[-1] * WINDOW_MS / 1000.0 - 1.0
+
+    def _taken_in_window(self, now_ms: float) -> int:
+        """Its frames taken over the last :data:`WINDOW_MS`."""
         q = self.takes
         while q and q[0] < now_ms - WINDOW_MS:
             q.popleft()
-        return len(q) < self.rates[-1] * WINDOW_MS / 1000.0 - 1.0
+        return len(q)
+
+    def taken_fps(self, now_ms: float) -> float:
+        """The frames taken over the last :data:`WINDOW_MS` per second, at most its rate at its rung (fps)."""
+        return min(self.fps_now, self._taken_in_window(now_ms) * 1000.0 / WINDOW_MS)
 
     def guarded(self, now_ms: float) -> bool:
         """It missed a frame within the last :data:`GUARD_MS`."""
@@ -347,14 +366,18 @@ class StreamState:
         return (sum(m for _, m in q) / n if n else 0.0), n
 
     def margin_ms(self, now_ms: float) -> float:
-        """A quantile (:attr:`quantile`) of its prediction errors of the last :data:`ERROR_TTL_MS` (ms, >= 0; 0 with
-        fewer than 4 of them)."""
+        """A quantile (:attr:`quantile`) of its prediction errors of the last :data:`ERROR_TTL_MS` (ms; 0 with fewer
+        than 4 of them). Below 0 when even that quantile of its frames ended earlier than predicted: a prediction
+        that runs pessimistic (work ahead that ends sooner, or is dropped, on faster processors than the mean) is
+        corrected as one that runs optimistic is, and a frame it would skip as late is taken; a frame that then
+        comes late moves the quantile up (:data:`QUANTILE_STEP`)."""
         q = self.errors
         while q and q[0][0] < now_ms - ERROR_TTL_MS:
             q.popleft()
         if len(q) < 4:
             return 0.0
-        return max(0.0, _quantile(sorted(e for _, e in q), min(1.0, self.quantile)) * max(1.0, self.quantile))
+        error = _quantile(sorted(e for _, e in q), min(1.0, self.quantile))
+        return error * max(1.0, self.quantile) if error > 0.0 else error
 
     def stats(self) -> dict[str, Any]:
         """Its figures, with the keys of ``s.stats()`` (docs/design.md §11)."""
@@ -388,7 +411,7 @@ class StreamController:
         self._last_down = -math.inf
         self._last_up = -math.inf
         self._admitted: deque[tuple[float, float]] = deque()   # (ms, work ms) of frames taken
-        self._offered: deque[tuple[float, float]] = deque()    # the same for every frame priced
+        self._offered: deque[tuple[float, float]] = deque()    # (ms, its stream's work per second) of every frame priced
 
     # -- streams -------------------------------------------------------------------------
     def add(self, name: str, fps: float, priority: str = "normal", rates: Sequence[float] | None = None,
@@ -441,7 +464,7 @@ class StreamController:
         margin = s.margin_ms(now)
         reserved = 0.0 if s.priority == "critical" else self._critical_room_ms(s, span, now)
         reason, detail = self._verdict(s, backlog, span, predicted - now, margin, reserved)
-        self._offered.append((now, s.work_ms))
+        self._offered.append((now, s.work_ms * s.fps_now))
         self._forget_before(now - WINDOW_MS)
         if reason and (s.shed_streak < MAX_SHED_STREAK or reason == "over_capacity"):
             s.shed_streak += 1
@@ -565,14 +588,16 @@ class StreamController:
         if s.chain_ms > span_ms:
             return "chain_too_long", f"its chain needs {s.chain_ms:.1f} ms, longer than its {span_ms:.1f} ms left"
         if predicted_ms + margin_ms > span_ms:
-            return "predicted_late", (f"predicted to finish in {predicted_ms:.1f} ms (+{margin_ms:.1f} ms error "
+            return "predicted_late", (f"predicted to finish in {predicted_ms:.1f} ms ({margin_ms:+.1f} ms error "
                                       f"margin), after its {span_ms:.1f} ms deadline")
         return "", ""
 
     def _over_capacity(self, s: StreamState, backlog: Backlog, span_ms: float, reserved_ms: float) -> str:
         """Why admitting its work would take the work admitted over the last frame span past
         :data:`ADMIT_UTIL_MAX` of the workers less ``reserved_ms`` ("" when it would not): only while the workers
-        are that busy, and a frame no costlier than the mean priced lately passes (the costliest go first)."""
+        are that busy, and a frame of a stream whose work per second at its rung is no more than the mean of the frames
+        priced lately passes (the costliest streams go first: a 10 fps stream's 40 ms frame takes less of the
+        workers than a 30 fps stream's 20 ms ones)."""
         now = backlog.now_ms
         if backlog.busy_share <= ADMIT_UTIL_MAX or self._critical_acts(s, now):
             return ""
@@ -581,8 +606,9 @@ class StreamController:
         have = sum(w for t, w in self._admitted if t >= now - span_ms)
         mean = sum(w for _, w in self._offered) / len(self._offered) if self._offered else 0.0
         cap = ADMIT_UTIL_MAX * backlog.workers * span_ms - reserved_ms
-        if have + s.work_ms <= cap or s.work_ms <= mean:   # (room kept for critical frames or not: a frame no
-            return ""                                      # costlier than the mean is never the one to shed)
+        if have + s.work_ms <= cap or s.work_ms * s.fps_now <= mean:   # (room kept for critical frames or not: a
+            return ""                                                  # stream no costlier than the mean is never
+                                                                       # the one to shed)
         return (f"workers {100 * backlog.busy_share:.0f}% busy and {have + s.work_ms:.0f} ms of work admitted "
                 f"in {span_ms:.0f} ms > {cap:.0f} ms of capacity")
 
@@ -595,10 +621,12 @@ class StreamController:
     def _slowdown(self, s: StreamState, backlog: Backlog, now_ms: float) -> float:
         """How much longer than on the whole workers a frame of ``s`` takes while critical streams that miss frames
         (not ``s``) take their share of the workers first: their frames keep arriving and run ahead of it, so it
-        runs on what they leave (processor sharing: workers / (workers - their work per ms); at most 10)."""
+        runs on what they leave (processor sharing: workers / (workers - their work per ms); at most 10). Their
+        share is what they take (the frames they were given over the window, at most their rung's rate): a critical
+        stream whose own frames are skipped does not take the workers its rate would."""
         if s.priority == "critical":
             return 1.0
-        left = backlog.workers - sum(c.work_ms / c.period_ms for c in self._acting_critical(now_ms))
+        left = backlog.workers - sum(c.work_ms * c.taken_fps(now_ms) / 1000.0 for c in self._acting_critical(now_ms))
         return min(10.0, backlog.workers / left) if left > 0.1 * backlog.workers else 10.0
 
     def _critical_room_ms(self, s: StreamState, span_ms: float, now_ms: float) -> float:

@@ -99,13 +99,20 @@ def test_the_lite_variant_runs_rather_than_miss_the_deadline(rt, clip, monkeypat
 @pytest.fixture
 def backlog(monkeypatch):
     """Test double for a loaded host: work added to what the dispatcher holds, as the stream controller reads it
-    (``add(ms, due_in_ms)``: ``ms`` of work due ``due_in_ms`` from each frame's offer; ``clear()``)."""
+    (``add(ms, due_in_ms)``: ``ms`` of work; due at each frame's offer (``due_in_ms`` 0), runs that hold every
+    worker; due later, 10 ms requests waiting from ``due_in_ms`` on, each due when the workers can end it, so
+    that each can make its deadline (work that cannot, the policy drops, and the controller does not count);
+    those due past any frame's deadline are left out; ``clear()``)."""
     real = Dispatcher.backlog_locked
     extra: list[tuple[float, float]] = []
 
     def with_extra(self, now):
         b = real(self, now)
-        work = tuple(Work(ms, now + due, "normal", False) for ms, due in extra)
+        per = 10.0 / max(1, b.workers)   # each 10 ms request ends this long after the one before it
+        work = tuple(Work(ms / max(1, b.workers), now, "normal", True) for ms, due in extra if due <= 0.0
+                     for _ in range(max(1, b.workers)))
+        work += tuple(Work(10.0, now + due + k * per, "normal", False) for ms, due in extra if due > 0.0
+                      for k in range(1, int(min(ms / 10.0, 2 * AMPLE_MS / per)) + 1))
         return type(b)(b.now_ms, b.workers, b.lanes, b.busy_share, b.work + work, b.cloud)
 
     monkeypatch.setattr(Dispatcher, "backlog_locked", with_extra)
@@ -158,7 +165,7 @@ def test_a_stream_is_never_starved_by_skipping(rt, clip, backlog, monkeypatch):
 
 def test_a_frame_is_not_shed_behind_work_due_after_it(rt, clip, backlog):
     """A face frame due in 1 s fits although 1e6 ms of work due later is queued (it runs ahead of it); the
-    same work due before it sheds it whole."""
+    same work due at its offer, holding the workers, sheds it whole."""
     px = Pipelines(rt, max_hands=0, max_faces=1, pose=False, segmentation=False)
     for _ in range(MIN_CHAINS):   # its stream learns its chain
         px.process(clip[0], deadline_ms=1000.0)

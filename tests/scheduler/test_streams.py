@@ -83,6 +83,16 @@ def test_a_more_important_frame_goes_ahead_of_work_due_about_together():
     assert lanes.ahead_ms(33.3, "critical") == 0.0   # an urgent lane runs it: only urgent work is ahead there
 
 
+def test_work_waiting_that_cannot_make_its_own_deadline_is_not_ahead_of_a_frame():
+    doomed = tuple(Work(20.0, 10.0, "normal", False) for _ in range(4))   # 80 ms due in 10 ms on 2 workers
+    b = Backlog(0.0, workers=2, work=doomed)
+    assert b.ahead_ms(33.3, "normal") == 20.0   # the first two make it (10 ms each on a worker); the policy drops the rest
+    running = Backlog(0.0, workers=2, work=(Work(15.0, 5.0, "normal", True),) + doomed)
+    assert running.ahead_ms(33.3, "normal") == 15.0 + 0.0   # a run already holding a processor is ahead whatever its deadline
+    c = _controller((("pose", "normal"),), chain_ms=10.0)
+    assert c.offer("pose", 0.0, b).taken   # 20 ms ahead on 2 workers, then its 10 ms: 20 ms, in its 33.3 ms
+
+
 def test_a_chain_longer_than_its_period_is_not_taken():
     c = _controller((("pose", "normal"),), chain_ms=40.0)
     d = c.offer("pose", 0.0, Backlog(0.0))
@@ -101,6 +111,24 @@ def test_saturated_workers_shed_the_costliest_frames_first():
     pose = c.offer("pose", 1.0, later)
     assert (pose.taken, pose.reason) == (False, "over_capacity") and "ms of capacity" in pose.detail
     assert c.offer("seg", 1.0, later).taken   # cheaper than the mean priced lately: never the one shed
+
+
+def test_saturated_workers_shed_the_stream_with_the_most_work_a_second_not_the_dearest_frame():
+    c = StreamController(warmup_ms=0.0)
+    for name, fps, ms in (("pose", 30.0, 20.0), ("text", 10.0, 30.0)):   # 600 vs 300 ms of work a second
+        c.add(name, fps, "normal")
+        c.streams[name].chains.append(ms)
+        c.streams[name].works.append(ms)
+        c.streams[name].chain_ms = c.streams[name].work_ms = ms
+    _fed(c)
+    busy = Backlog(0.0, workers=1, busy_share=0.95)
+    assert c.offer("pose", 0.0, busy).taken and c.offer("text", 0.0, busy).taken   # 50 ms admitted
+    c.streams["pose"].in_flight = c.streams["text"].in_flight = 0   # (as if both had ended)
+    later = Backlog(1.0, workers=1, busy_share=0.95)
+    pose = c.offer("pose", 1.0, later)   # 70 ms past the 25 the workers may take in its 33 ms
+    assert (pose.taken, pose.reason) == (False, "over_capacity")
+    text = c.offer("text", 1.0, later)   # 80 ms past the 75 in its 100 ms, and its frame is the dearer one,
+    assert text.taken                    # but its stream takes half the workers pose's would
 
 
 def test_a_critical_stream_missing_its_frames_is_not_shed_for_capacity_while_the_others_are():
@@ -161,9 +189,20 @@ def test_a_lower_frame_is_predicted_on_what_a_critical_stream_that_misses_leaves
     c.streams["pose"].in_flight = 0
     missed = c.offer("hands", 10.0, Backlog(10.0))
     c.ended("hands", missed, FrameEnd(missed.deadline_ms + 1.0, True, 20.0, 20.0))
+    c.streams["hands"].takes.extend(10.0 - 1000.0 / 30.0 * k for k in range(1, 30))   # it took its 30 fps
     d = c.offer("pose", 100.0, Backlog(100.0))   # 12 ms on the 0.4 of it hands leaves: 30 ms, + its margin
     assert d.predicted_ms == pytest.approx(100.0 + 12.0 / 0.4)
     assert c.offer("hands", 100.0, Backlog(100.0)).predicted_ms == pytest.approx(120.0)   # (not for itself)
+
+
+def test_a_critical_stream_whose_frames_are_skipped_slows_a_lower_frame_by_what_it_takes_only():
+    c = _controller((("hands", "critical"), ("pose", "normal")), chain_ms=20.0)   # hands: 0.6 of a worker at 30 fps
+    c.streams["pose"].chains.append(12.0)
+    c.streams["pose"].chain_ms = 12.0
+    c.streams["hands"].guard_until_ms = math.inf   # its level acts
+    c.streams["hands"].takes.extend(100.0 - 100.0 * k for k in range(10))   # but it was given 10 frames a second
+    d = c.offer("pose", 100.0, Backlog(100.0))   # 12 ms on the 0.8 of the worker it leaves: 15 ms
+    assert d.taken and d.predicted_ms == pytest.approx(100.0 + 12.0 / 0.8)
 
 
 def test_a_frame_whose_request_the_policy_dropped_does_not_widen_the_margin_a_late_one_does():
@@ -180,9 +219,9 @@ def test_a_frame_whose_request_the_policy_dropped_does_not_widen_the_margin_a_la
 
 def test_after_a_streak_of_skips_one_frame_is_taken_lean():
     c = _controller((("pose", "normal"),), chain_ms=10.0, warmup_ms=1e9)   # (no step of its rate meanwhile)
-    ahead = tuple(Work(40.0, 20.0, "normal", False) for _ in range(4))
     reasons = []
-    for k in range(S.MAX_SHED_STREAK + 1):
+    for k in range(S.MAX_SHED_STREAK + 1):   # 64 ms due before it, each of it in time for its own deadline
+        ahead = tuple(Work(16.0, k * 33.3 + 32.0, "normal", False) for _ in range(4))
         d = c.offer("pose", k * 33.3, Backlog(k * 33.3, workers=2, work=ahead))
         reasons.append(d.reason)
     assert reasons[:-1] == ["predicted_late"] * S.MAX_SHED_STREAK and d.taken and d.lean
@@ -399,6 +438,16 @@ def test_the_margin_quantile_settles_where_the_late_target_of_frames_come_late()
         s.rung = 0
         t += 1000.0 / 30.0
     assert abs(sum(late[-10000:]) / 10000 - S.LATE_TARGET) < 0.01
+
+
+def test_a_prediction_that_ran_pessimistic_is_corrected_and_a_frame_it_called_late_is_taken():
+    c = _controller((("pose", "normal"),), chain_ms=10.0)
+    s = c.streams["pose"]
+    s.errors.extend((0.0, e) for e in (-12.0, -10.0, -9.0, -8.0))   # its frames ended 8-12 ms before their prediction
+    assert s.margin_ms(0.0) == pytest.approx(-8.3)   # the 0.9 quantile: still early
+    ahead = tuple(Work(15.0, 30.0, "normal", False) for _ in range(4))   # 60 ms on 2 workers: 30 + 10 ms > 33.3
+    d = c.offer("pose", 0.0, Backlog(0.0, workers=2, work=ahead))
+    assert d.taken and d.predicted_ms == pytest.approx(40.0)
 
 
 def test_past_the_largest_error_the_margin_grows_beyond_it():
