@@ -117,9 +117,7 @@ def test_saturated_workers_shed_the_stream_with_the_most_work_a_second_not_the_d
     c = StreamController(warmup_ms=0.0)
     for name, fps, ms in (("pose", 30.0, 20.0), ("text", 10.0, 30.0)):   # 600 vs 300 ms of work a second
         c.add(name, fps, "normal")
-        c.streams[name].chains.append(ms)
-        c.streams[name].works.append(ms)
-        c.streams[name].chain_ms = c.streams[name].work_ms = ms
+        _learned(c, name, ms)
     _fed(c)
     busy = Backlog(0.0, workers=1, busy_share=0.95)
     assert c.offer("pose", 0.0, busy).taken and c.offer("text", 0.0, busy).taken   # 50 ms admitted
