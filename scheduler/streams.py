@@ -9,8 +9,7 @@ runtime (or one simulated device) at once:
   over the workers, then its own chain, on what critical streams whose level acts leave of the workers)
   plus a quantile of the stream's recent prediction errors is after its deadline; when its chain alone is
   longer than its period; when the workers are saturated and its work would take the admitted work past
-  their capacity less the room critical streams need (the costliest streams first, by work per second at
-  their rungs, so that a slow stream's dear frame is not the one a fast stream's cheap frames shed; never a critical
+  their capacity less the room critical streams need (the costliest frames first; never a critical
   stream's while its level acts, nor one of a stream taking fewer frames than its bottom rung while that
   rung fits its fair share of the workers); when it is not its turn at the stream's rate; or when ``max_in_flight``
   of its frames still run. Each reason is one code of :data:`REASONS`. After :data:`MAX_SHED_STREAK` skips
@@ -411,7 +410,7 @@ class StreamController:
         self._last_down = -math.inf
         self._last_up = -math.inf
         self._admitted: deque[tuple[float, float]] = deque()   # (ms, work ms) of frames taken
-        self._offered: deque[tuple[float, float]] = deque()    # (ms, its stream's work per second) of every frame priced
+        self._offered: deque[tuple[float, float]] = deque()    # the same for every frame priced
 
     # -- streams -------------------------------------------------------------------------
     def add(self, name: str, fps: float, priority: str = "normal", rates: Sequence[float] | None = None,
@@ -464,7 +463,7 @@ class StreamController:
         margin = s.margin_ms(now)
         reserved = 0.0 if s.priority == "critical" else self._critical_room_ms(s, span, now)
         reason, detail = self._verdict(s, backlog, span, predicted - now, margin, reserved)
-        self._offered.append((now, s.work_ms * s.fps_now))
+        self._offered.append((now, s.work_ms))
         self._forget_before(now - WINDOW_MS)
         if reason and (s.shed_streak < MAX_SHED_STREAK or reason == "over_capacity"):
             s.shed_streak += 1
@@ -595,9 +594,7 @@ class StreamController:
     def _over_capacity(self, s: StreamState, backlog: Backlog, span_ms: float, reserved_ms: float) -> str:
         """Why admitting its work would take the work admitted over the last frame span past
         :data:`ADMIT_UTIL_MAX` of the workers less ``reserved_ms`` ("" when it would not): only while the workers
-        are that busy, and a frame of a stream whose work per second at its rung is no more than the mean of the frames
-        priced lately passes (the costliest streams go first: a 10 fps stream's 40 ms frame takes less of the
-        workers than a 30 fps stream's 20 ms ones)."""
+        are that busy, and a frame no costlier than the mean priced lately passes (the costliest go first)."""
         now = backlog.now_ms
         if backlog.busy_share <= ADMIT_UTIL_MAX or self._critical_acts(s, now):
             return ""
@@ -606,9 +603,8 @@ class StreamController:
         have = sum(w for t, w in self._admitted if t >= now - span_ms)
         mean = sum(w for _, w in self._offered) / len(self._offered) if self._offered else 0.0
         cap = ADMIT_UTIL_MAX * backlog.workers * span_ms - reserved_ms
-        if have + s.work_ms <= cap or s.work_ms * s.fps_now <= mean:   # (room kept for critical frames or not: a
-            return ""                                                  # stream no costlier than the mean is never
-                                                                       # the one to shed)
+        if have + s.work_ms <= cap or s.work_ms <= mean:   # (room kept for critical frames or not: a frame no
+            return ""                                      # costlier than the mean is never the one to shed)
         return (f"workers {100 * backlog.busy_share:.0f}% busy and {have + s.work_ms:.0f} ms of work admitted "
                 f"in {span_ms:.0f} ms > {cap:.0f} ms of capacity")
 

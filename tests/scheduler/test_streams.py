@@ -113,22 +113,6 @@ def test_saturated_workers_shed_the_costliest_frames_first():
     assert c.offer("seg", 1.0, later).taken   # cheaper than the mean priced lately: never the one shed
 
 
-def test_saturated_workers_shed_the_stream_with_the_most_work_a_second_not_the_dearest_frame():
-    c = StreamController(warmup_ms=0.0)
-    for name, fps, ms in (("pose", 30.0, 20.0), ("text", 10.0, 30.0)):   # 600 vs 300 ms of work a second
-        c.add(name, fps, "normal")
-        _learned(c, name, ms)
-    _fed(c)
-    busy = Backlog(0.0, workers=1, busy_share=0.95)
-    assert c.offer("pose", 0.0, busy).taken and c.offer("text", 0.0, busy).taken   # 50 ms admitted
-    c.streams["pose"].in_flight = c.streams["text"].in_flight = 0   # (as if both had ended)
-    later = Backlog(1.0, workers=1, busy_share=0.95)
-    pose = c.offer("pose", 1.0, later)   # 70 ms past the 25 the workers may take in its 33 ms
-    assert (pose.taken, pose.reason) == (False, "over_capacity")
-    text = c.offer("text", 1.0, later)   # 80 ms past the 75 in its 100 ms, and its frame is the dearer one,
-    assert text.taken                    # but its stream takes half the workers pose's would
-
-
 def test_a_critical_stream_missing_its_frames_is_not_shed_for_capacity_while_the_others_are():
     c = _controller((("hands", "critical"), ("pose", "normal"), ("seg", "low")), chain_ms=20.0)
     c.streams["pose"].work_ms, c.streams["seg"].work_ms = 30.0, 2.0
