@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import threading
 import weakref
 from collections import Counter
@@ -28,6 +27,7 @@ import numpy as np
 import edgert
 from apps.xr import assets, face, hands, pose, segmentation
 from edgert.errors import did_you_mean
+from edgert.host import cores
 from scheduler.priority import DEFAULT_PRIORITY, PRIORITIES, RANK, URGENT_LEVELS
 from scheduler.priority import check as check_priority
 from apps.xr.stages import Runner, StageInfo
@@ -397,8 +397,7 @@ def urgent_workers_for(priority: str | dict[str, str] | None, cpu_workers: int |
         return 0
     levels = [priority] if isinstance(priority, str) else list(priority.values())
     urgent = any(check_priority(v) in URGENT_LEVELS for v in levels)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return int(urgent and cpu_workers is not None and cpu_workers < cores)
+    return int(urgent and cpu_workers is not None and cpu_workers < cores())
 
 
 def pose_mod_tracker(m: dict[str, edgert.Model], tracking: bool) -> pose.PoseTracker:

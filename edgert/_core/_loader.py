@@ -20,7 +20,8 @@ from delegates.sharing import shared_session
 from edgert._core._memory import ResidentGrowth, give_back_freed
 from edgert._core._model import LoadedModel
 from edgert._core._result import note_precision
-from edgert._core._run import Worker, cores
+from edgert._core._run import Worker
+from edgert.host import cores
 from edgert.errors import (
     ConfigError,
     DelegateUnavailable,

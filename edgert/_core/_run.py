@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import queue
 import threading
 import time
@@ -55,6 +54,7 @@ from edgert._core._result import DROPPED, FAILED, LATE, OK, Result, WatchedFutur
 from edgert._core._stats import ModelStats
 from edgert._core._thread_priority import ThreadNice, ThreadPriority
 from edgert._core._trace import TraceWriter
+from edgert.host import cores
 from edgert.errors import ConfigError, EdgeRTError, RequestDropped
 from scheduler.contract import OnBroken, apply, left_unplaced, processor_view, sweep_unplaced
 from scheduler.estimator import LatencyEstimator
@@ -862,13 +862,6 @@ def make_workers(delegates: list[Delegate], cpu_workers: int | None, lock: threa
             workers.append(Worker(kind, kind, by_kind[kind], lock))
     return workers
 
-
-def cores() -> int:
-    """CPU cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - macOS
-        return os.cpu_count() or 1
 
 # --- end ---------------------------------------------------------------------------------------------------
 

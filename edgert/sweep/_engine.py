@@ -16,7 +16,6 @@ sends :func:`~edgert.sweep._cell.run_task`; ``benchmarks/schedulers.py`` its own
 from __future__ import annotations
 
 import multiprocessing
-import os
 import signal
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from edgert.errors import ConfigError
+from edgert.host import cores
 
 #: URL schemes of a Dask scheduler that ``--cluster`` takes.
 CLUSTER_SCHEMES: tuple[str, ...] = ("tcp://", "tls://")
@@ -42,10 +42,7 @@ class Done:
 
 def default_jobs() -> int:
     """One worker per core this process may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:   # not on Linux
-        return max(1, os.cpu_count() or 1)
+    return cores()
 
 
 def run_tasks(fn: Callable[[Any], Any], items: Sequence[Any], *, jobs: int | None = None,
