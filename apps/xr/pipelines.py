@@ -27,7 +27,7 @@ import numpy as np
 import edgert
 from apps.xr import assets, face, hands, pose, segmentation
 from edgert.errors import did_you_mean
-from edgert.host import cores
+from scheduler.host import cores
 from scheduler.priority import DEFAULT_PRIORITY, PRIORITIES, RANK, URGENT_LEVELS
 from scheduler.priority import check as check_priority
 from apps.xr.stages import Runner, StageInfo

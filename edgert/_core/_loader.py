@@ -21,7 +21,6 @@ from edgert._core._memory import ResidentGrowth, give_back_freed
 from edgert._core._model import LoadedModel
 from edgert._core._result import note_precision
 from edgert._core._run import Worker
-from edgert.host import cores
 from edgert.errors import (
     ConfigError,
     DelegateUnavailable,
@@ -30,6 +29,7 @@ from edgert.errors import (
     did_you_mean,
 )
 from scheduler.estimator import LatencyEstimator
+from scheduler.host import cores
 from scheduler.profile import DeviceProfile
 
 #: (worker, delegate, session, warm-up median ms or None when zeros cannot run it)

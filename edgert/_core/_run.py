@@ -54,10 +54,10 @@ from edgert._core._result import DROPPED, FAILED, LATE, OK, Result, WatchedFutur
 from edgert._core._stats import ModelStats
 from edgert._core._thread_priority import ThreadNice, ThreadPriority
 from edgert._core._trace import TraceWriter
-from edgert.host import cores
 from edgert.errors import ConfigError, EdgeRTError, RequestDropped
 from scheduler.contract import OnBroken, apply, left_unplaced, processor_view, sweep_unplaced
 from scheduler.estimator import LatencyEstimator
+from scheduler.host import cores
 from scheduler.priority import URGENT_LEVELS
 from scheduler.streams import WINDOW_MS as BUSY_WINDOW_MS
 from scheduler.streams import Backlog, Work

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from edgert.errors import ConfigError
-from edgert.host import cores
+from scheduler.host import cores
 
 #: URL schemes of a Dask scheduler that ``--cluster`` takes.
 CLUSTER_SCHEMES: tuple[str, ...] = ("tcp://", "tls://")

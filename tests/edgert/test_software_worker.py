@@ -9,7 +9,7 @@ import edgert
 from delegates import registry
 from delegates.onnxrt import OrtDelegate
 from edgert._core._loader import cpu_slots
-from edgert.host import cores
+from scheduler.host import cores
 from edgert.testing import genmodels
 
 

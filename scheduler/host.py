@@ -1,4 +1,4 @@
-"""The host this process runs on, as the runtime counts it: the CPU cores it may use."""
+"""The host this process runs on, as the runtime, the sweep and the apps count it: the CPU cores it may use."""
 
 from __future__ import annotations
 
