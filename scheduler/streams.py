@@ -378,6 +378,18 @@ class StreamState:
         error = _quantile(sorted(e for _, e in q), min(1.0, self.quantile))
         return error * max(1.0, self.quantile) if error > 0.0 else error
 
+    def forget_stale(self, by_chain: bool) -> None:
+        """A probe ended on time where its frame was predicted to miss: forget what predicted the miss, the chain
+        learned before (``by_chain``: the chain alone had it late, as a cold first run's does) or else the errors
+        the margin is drawn from (its quantile, how much of them it covers, stays). Otherwise a stall's large error,
+        which a few late frames made the margin's whole width, skips every frame until it ages out
+        (:data:`ERROR_TTL_MS`): skipped frames teach the margin nothing."""
+        if by_chain:
+            self.chains.clear()
+            self.works.clear()
+        else:
+            self.errors.clear()
+
     def stats(self) -> dict[str, Any]:
         """Its figures, with the keys of ``s.stats()`` (docs/design.md §11)."""
         span_s = (self.last_ms - self.first_ms) / 1000.0 if self.first_ms is not None else 0.0
@@ -487,9 +499,8 @@ class StreamController:
         s.late += late
         s.failed += not end.ok
         if end.ok and end.work_ms > 0.0:
-            if decision.lean and on_time and decision.predicted_ms > decision.deadline_ms:
-                s.chains.clear()   # a probe that beat its predicted miss: what was learned before is stale
-                s.works.clear()
+            if decision.lean and on_time:   # a probe that beat its predicted miss: what skipped it is stale
+                s.forget_stale(by_chain=decision.predicted_ms > decision.deadline_ms)
             s.chains.append(end.path_ms)
             s.works.append(end.work_ms)
             s.chain_ms = float(statistics.median(s.chains))

@@ -484,6 +484,36 @@ def test_a_critical_stream_takes_its_frames_during_the_warm_up():
     assert c.offer("hands", 1500.0, Backlog(1500.0, workers=2)).reason == "chain_too_long"
 
 
+def test_a_probe_on_time_resets_the_margin_a_stall_widened():
+    """A stall made a few frames come 30 ms late, which moves the margin's quantile past 1: the margin is then the
+    largest error and skips every frame (skipped frames teach it nothing). The probe after MAX_SHED_STREAK skips
+    ends on time, so the errors behind the margin go and the next frame is taken."""
+    c = StreamController(warmup_ms=0.0)
+    c.add("face", 30.0, "high", rates=(30.0,))   # (one rung: the ladder cannot lengthen its period)
+    period = 1000.0 / 30.0
+    face = c.streams["face"]
+    face.chains.extend([5.0] * MIN_CHAINS)
+    face.works.extend([5.0] * MIN_CHAINS)
+    face.chain_ms = face.work_ms = 5.0
+    face.errors.extend([(0.0, 0.0)] * 10 + [(0.0, 30.0)] * 3)   # the last three frames came 30 ms late
+    face.quantile = 1.05
+    t = period
+    assert face.margin_ms(t) > period - 5.0
+    probe = None
+    for _ in range(S.MAX_SHED_STREAK + 1):
+        d = c.offer("face", t, Backlog(t, workers=2))
+        if d.taken:
+            probe = d
+            break
+        assert d.reason == "predicted_late"
+        t += period
+    assert probe is not None and probe.lean and probe.predicted_ms <= probe.deadline_ms
+    c.ended("face", probe, FrameEnd(t + 5.0, True, 5.0, 5.0))
+    assert c.streams["face"].margin_ms(t) == 0.0 and c.streams["face"].chain_ms == 5.0
+    t += period
+    assert c.offer("face", t, Backlog(t, workers=2)).taken
+
+
 def test_a_probe_that_beats_its_predicted_miss_replaces_the_stale_chain():
     """A stream whose learned chain (200 ms) cannot fit even its bottom rung's period skips its frames, probes after
     MAX_SHED_STREAK skips, and when the probe ends on time in 5 ms the stale samples go: the next frame is taken."""
