@@ -515,7 +515,10 @@ class StreamController:
             s.errors.append((done, done - decision.predicted_ms))
             step = QUANTILE_STEP if late_done else -QUANTILE_STEP * LATE_TARGET / (1.0 - LATE_TARGET)
             s.quantile = min(QUANTILE_RANGE[1], max(QUANTILE_RANGE[0], s.quantile + step))
-        return self._note(s, end.end_ms, not on_time, end.busy_share)
+        step = self._note(s, end.end_ms, not on_time, end.busy_share)
+        if step is None and end.ok and end.work_ms > 0.0 and self.warming(end.end_ms):
+            step = self._fit_while_warming(s, end.end_ms)
+        return step
 
     # -- what a frame's app may ask ---------------------------------------------------------
     def strained(self, now_ms: float) -> str:
@@ -715,6 +718,16 @@ class StreamController:
             return None  # streams frames; its level, lane and niceness are what protect it then)
         victim = min(paying, key=lambda s: (-RANK[s.priority], -s.chain_ms * s.fps_now, s.name))
         return self._move(victim, now_ms, +1, why)
+
+    def _fit_while_warming(self, s: StreamState, now_ms: float) -> Step | None:
+        """During the warm-up, where misses do not count yet: a stream (not critical) whose chain as learned so far
+        does not fit its period steps down one rung, once per frame it learns from, rather than take its first
+        frames late and skip the rest as too long until the warm-up ends (a critical stream's first frames set up
+        what its later ones build on, and its first runs are the coldest: it steps by its misses only)."""
+        if s.priority == "critical" or s.bottom or s.offloaded or s.fits(s.rung):
+            return None
+        return self._move(s, now_ms, +1, f"its chain needs {s.chain_ms:.1f} ms, more than {FIT_SHARE:.0%} of its "
+                                         f"{s.period_ms:.1f} ms period (warm-up)")
 
     @staticmethod
     def _pays(v: StreamState, worst: StreamState, share: float) -> bool:

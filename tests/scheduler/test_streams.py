@@ -514,6 +514,25 @@ def test_a_probe_on_time_resets_the_margin_a_stall_widened():
     assert c.offer("face", t, Backlog(t, workers=2)).taken
 
 
+def test_a_stream_whose_chain_does_not_fit_steps_down_during_the_warm_up():
+    """Misses do not count during the warm-up, but a normal stream whose chain as learned (45 ms) does not fit its
+    30 fps period steps down once per frame it learns from, to a rung where it fits, rather than take its first
+    frames late; a critical stream with the same chain keeps its rate (it steps by its misses only)."""
+    c = StreamController(warmup_ms=1000.0)
+    c.add("pose", 30.0, "normal")
+    c.add("hands", 30.0, "critical")
+    t = 0.0
+    for _ in range(MIN_CHAINS):
+        for name in ("pose", "hands"):
+            d = c.offer(name, t, Backlog(t, workers=2))
+            if d.taken:
+                c.ended(name, d, FrameEnd(t + 45.0, True, 45.0, 45.0))
+        t += 100.0
+    assert c.warming(t)
+    assert c.stats("pose")["rung_fps"] == 15.0 and c.stats("hands")["rung_fps"] == 30.0
+    assert [st["why"].endswith("(warm-up)") for st in c.stats("pose")["steps"]] == [True, True]
+
+
 def test_a_probe_that_beats_its_predicted_miss_replaces_the_stale_chain():
     """A stream whose learned chain (200 ms) cannot fit even its bottom rung's period skips its frames, probes after
     MAX_SHED_STREAK skips, and when the probe ends on time in 5 ms the stale samples go: the next frame is taken."""
