@@ -15,8 +15,9 @@ runtime (or one simulated device) at once:
   of its frames still run. Each reason is one code of :data:`REASONS`. After :data:`MAX_SHED_STREAK` skips
   in a row a frame is taken *lean* (a probe), so that the stream's estimates stay measured. A stream's first
   :data:`MIN_CHAINS` frames, and a critical stream's during the warm-up, are taken to learn from; a probe that ends
-  on time where it was predicted to miss replaces the chain learned before (a stale estimate, such as the
-  cold first runs', would otherwise skip frames until most of its samples were replaced).
+  on time where it was predicted to miss replaces what predicted the miss, the chain learned before or the
+  errors behind the margin (a stale estimate, such as the cold first runs' or a stall's, would otherwise skip
+  frames until it aged out).
 * **The rate ladder** (WebRTC's ``OveruseFrameDetector``, adaptive-bitrate rungs). A stream runs at one
   rung of its rates; when a stream missed at least :data:`DOWN_MISS` of its frames over :data:`WINDOW_MS`,
   one stream steps down one rung: the missing one itself when its own chain does not fit its period (a
@@ -24,7 +25,8 @@ runtime (or one simulated device) at once:
   than the missing one, whose steps would free at least :data:`MIN_RELIEF` of what the missing one misses
   and, unless the missing one is critical, whose frames cost at least the missing one's (so that a step
   frees a frame for each it costs).
-  Back up, most important first, when no stream missed more than :data:`UP_MISS`, the workers have room
+  During the warm-up, where misses do not count, a stream (not critical) whose chain does not fit its period
+  steps down once per frame it learns from. Back up, most important first, when no stream missed more than :data:`UP_MISS`, the workers have room
   for the faster rate, and the stream held its rung for its hold time (doubled after a step up that did
   not hold: hysteresis).
 * **Levels only where needed.** A stream's declared level acts (its requests' order, the urgent lane and OS
