@@ -26,11 +26,12 @@ runtime (or one simulated device) at once:
   and, unless the missing one is critical, whose frames cost at least the missing one's (so that a step
   frees a frame for each it costs).
   During the warm-up, where misses do not count, a stream (not critical) whose chain does not fit its period
-  steps down once per frame it learns from. Back up, most important first, when no stream missed more than :data:`UP_MISS`, the workers have room
-  for the faster rate, and the stream held its rung for its hold time (doubled after a step up that did
-  not hold: hysteresis).
+  steps down once per frame it learns from. Back up, most important first, when no stream missed more than
+  :data:`UP_MISS`, the workers have room for the faster rate, and the stream held its rung for its hold time
+  (doubled after a step up that did not hold: hysteresis).
 * **Levels only where needed.** A stream's declared level acts (its requests' order, the urgent lane and OS
-  niceness, the room kept for critical frames) only while it missed a frame within :data:`GUARD_MS`; a ``low``
+  niceness, the room kept for critical frames) only while it missed a frame within :data:`GUARD_MS` (a critical
+  stream's order and niceness also during the warm-up, when every stream starts at once); a ``low``
   stream gives way only while a more important one does. Otherwise its frames run as ``normal``
   (``Decision.priority``), so declared levels cost nothing where every stream is served; meanwhile the
   driver's urgent lanes take any work (:meth:`StreamController.urgent`).
@@ -541,7 +542,8 @@ class StreamController:
         s = self.streams[name]
         rank = RANK[s.priority]
         if rank < RANK["normal"]:
-            return s.priority if s.guarded(now_ms) else "normal"
+            acts = s.guarded(now_ms) or (s.priority == "critical" and self.warming(now_ms))
+            return s.priority if acts else "normal"
         if rank > RANK["normal"]:
             missing = any(RANK[o.priority] < rank and o.guarded(now_ms) for o in self.streams.values())
             return s.priority if missing else "normal"

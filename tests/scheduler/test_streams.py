@@ -587,6 +587,17 @@ def test_a_declared_level_acts_only_while_its_stream_misses():
     assert {c.level(n, t) for n in c.streams} == {"normal"}
 
 
+def test_a_critical_stream_acts_during_the_warm_up():
+    """Every stream starts at once, cold, and misses do not count yet: a critical stream's requests run critical
+    from its first frame until the warm-up ends (its first frames were late behind the others' first runs);
+    the other levels act only once a stream misses. After the warm-up, with no miss, all run normal."""
+    c = _controller(warmup_ms=1000.0)
+    c.offer("hands", 0.0, Backlog(0.0))
+    assert {n: c.level(n, 500.0) for n in c.streams} == {"hands": "critical", "face": "normal", "pose": "normal",
+                                                         "segmentation": "normal"}
+    assert {c.level(n, 1500.0) for n in c.streams} == {"normal"}
+
+
 def test_a_stream_at_its_bottom_rung_keeps_it_while_every_bottom_rung_fits():
     """The low stream is at its bottom rung and still misses; every stream's bottom fits two workers: a more
     important stream above its own bottom rung yields (its rate above the bottom is the optional work)."""
