@@ -67,8 +67,9 @@ if TYPE_CHECKING:
     from edgert._core._model import LoadedModel
 
 #: With at least this many requests pending (a burst, deeper than a frame's cascades), a busy worker is
-#: shown to the policy as free while it runs, so its next request is queued ahead (``_decide_freed_locked``), and a
-#: submit decides only while a worker could start a request (``_nothing_could_start_locked``).
+#: shown to the policy as free while it runs, so its next request is queued ahead (``_decide_freed_locked``); a
+#: completion decides only once no worker still holds a request queued ahead, and a submit only while a worker
+#: could start a request (``_nothing_could_start_locked``).
 #: The simulator does not: its decisions take no virtual time, so there is no gap between runs to hide.
 AHEAD_PENDING = 16
 #: After a runtime fault, an accelerator is kept out of placement this long before it is tried again (ms).
@@ -401,7 +402,8 @@ class Dispatcher:
 
     def _run(self, w: Worker, req: Request) -> Request | None:
         """On ``w``'s thread: run ``req`` and end it (or place it again); the request this thread runs next, already
-        started, when resolving cannot submit work (the hand-off, in the module doc), else None."""
+        started, when resolving cannot submit work (the hand-off, in the module doc, or its next queued ahead), else
+        None."""
         outs, delegate, err = execute(w, req)
         with self._ending:
             end = self.now_ms()
@@ -417,9 +419,11 @@ class Dispatcher:
             if all(quiet(r) for r, _ in self.ends.results):   # resolving them cannot submit work
                 if self._hands_off(w) and (w.queue or self.decider.pending):   # (with neither: a thread switch only)
                     return self._next_locked(w)
-                # decided before they are resolved (leaving the block): a caller the result wakes finds the GIL free
+                # its next request, queued ahead, starts now, so that the decision sees it running; decided before
+                # they are resolved (leaving the block): a caller the result wakes finds the GIL free
+                started = w.start_next(end) if w.queue and w.has_free_slot() else None
                 self._decide_freed_locked()
-                return None
+                return started
         # Resolved first (leaving the block): completion callbacks submit the next cascade stages, which must be
         # pending when the freed processor is next decided on (else older work takes it).
         self._decide_freed()
@@ -470,13 +474,16 @@ class Dispatcher:
         """The decision over what is pending that a freed worker leaves (the lock held). With a backlog of at least
         :data:`AHEAD_PENDING`, every running worker with nothing queued is shown to the policy as free, so that the
         request the policy would start on each is queued ahead and its next completion starts that one with no
-        decision between the two runs (a burst's decision over hundreds pending took 60-80 µs between 1.3 ms runs);
-        one decision serves every worker it finds so."""
+        decision between the two runs (a burst's decision over hundreds pending took 60-80 µs between 1.3 ms runs).
+        One decision serves every worker it finds so: while no worker could start a request and one still holds
+        its request queued ahead, the completion leaves the decision to a later one, which finds them all running
+        with nothing queued (a steady burst decides at every other completion on two workers, not at each: a
+        decision, ~45 µs on a cache the run left cold, was the largest share of a worker's gap between runs)."""
         now = self.now_ms()
         burst = len(self.decider.pending) >= AHEAD_PENDING
         ahead = tuple([v for v in self.workers if v.running and not v.queue and v.capacity == 1
                        and now >= v.unhealthy_until_ms]) if burst else ()
-        if not ahead and self._nothing_could_start_locked():
+        if self._nothing_could_start_locked() and (not ahead or any(v.queue for v in self.workers)):
             return
         self.decider.decide(now, ahead=ahead)
 

@@ -188,7 +188,7 @@ def test_a_faulted_accelerator_gives_back_what_was_queued_on_it_ahead() -> None:
 # -- queued ahead: a busy worker shown to the policy as free --
 
 class RecordsViews:
-    """Test double policy: starts the first pending request on the first processor it sees free; keeps
+    """Test double policy: starts the pending requests, in order, on the processors it sees free; keeps
     every snapshot it was asked about."""
 
     name = "records_views"
@@ -200,22 +200,24 @@ class RecordsViews:
         from scheduler.types import Assignment
         self.views.append(view)
         free = [p.name for p in view.processors if p.busy_until_ms <= now_ms and p.n_queued == 0]
-        return [Assignment(view.pending[0].id, free[0])] if free and view.pending else []
+        return [Assignment(r.id, name) for r, name in zip(view.pending, free)]
 
 
-def _backlog(n: int) -> tuple[Dispatcher, Worker, RecordsViews]:
+def _backlog(n: int, workers: int = 1) -> tuple[Dispatcher, Worker, RecordsViews]:
+    """``n`` requests pending, ``workers`` CPU workers each running one; the first worker."""
     pol = RecordsViews()
-    d = Dispatcher(pol, LatencyEstimator(seed={"m": {"cpu0": 5.0}}))
-    d.workers = [Worker("cpu0", "cpu", [], d.lock, 1)]
+    names = [f"cpu{i}" for i in range(workers)]
+    d = Dispatcher(pol, LatencyEstimator(seed={"m": dict.fromkeys(names, 5.0)}))
+    d.workers = [Worker(name, "cpu", [], d.lock, 1) for name in names]
     d.decider.adopt(d.workers)
     d.ends.stats["m"] = ModelStats()
-    w = d.workers[0]
-    w.running = [_request(100, "m", start_ms=d.now_ms())]
+    for i, v in enumerate(d.workers):
+        v.running = [_request(100 + i, "m", start_ms=d.now_ms())]
     for i in range(n):
         r = _request(i, "m", deadline_ms=math.inf)
         d.decider.pending[i] = r
     assert AHEAD_PENDING > 1
-    return d, w, pol
+    return d, d.workers[0], pol
 
 
 def test_with_a_burst_pending_a_running_worker_gets_its_next_request_queued_ahead() -> None:
@@ -229,6 +231,21 @@ def test_below_a_burst_a_running_worker_is_shown_busy_and_nothing_is_queued_ahea
     d, w, pol = _backlog(AHEAD_PENDING - 1)
     d._resolve_and_decide(Handed([], decide_for=w))
     assert pol.views[-1].processors[0].busy_until_ms > 0.0 and not w.queue
+
+
+def test_in_a_burst_a_completion_decides_once_no_worker_holds_a_request_queued_ahead() -> None:
+    d, a, pol = _backlog(AHEAD_PENDING + 1, workers=2)
+    b = d.workers[1]
+    held = d.decider.pending.pop(0)
+    held.worker = b
+    b.queue.append(held)   # b still holds its next request, queued ahead: no decision yet
+    with d.lock:
+        d._decide_freed_locked()
+    assert pol.views == [] and not a.queue
+    b.start_next(d.now_ms())   # b took it: every worker runs with nothing queued, and one decision serves both
+    with d.lock:
+        d._decide_freed_locked()
+    assert len(pol.views) == 1 and [r.id for r in a.queue] == [1] and [r.id for r in b.queue] == [2]
 
 
 # -- the timeline --
