@@ -524,10 +524,10 @@ class StreamController:
             s.errors.append((done, done - decision.predicted_ms))
             step = QUANTILE_STEP if late_done else -QUANTILE_STEP * LATE_TARGET / (1.0 - LATE_TARGET)
             s.quantile = min(QUANTILE_RANGE[1], max(QUANTILE_RANGE[0], s.quantile + step))
-        step = self._note(s, end.end_ms, not on_time, end.busy_share)
-        if step is None and end.ok and end.work_ms > 0.0 and self.warming(end.end_ms):
-            step = self._fit_while_warming(s, end.end_ms)
-        return step
+        moved = self._note(s, end.end_ms, not on_time, end.busy_share)
+        if moved is None and end.ok and end.work_ms > 0.0 and self.warming(end.end_ms):
+            moved = self._fit_while_warming(s, end.end_ms)
+        return moved
 
     # -- what a frame's app may ask ---------------------------------------------------------
     def strained(self, now_ms: float) -> str:
