@@ -640,11 +640,16 @@ class StreamController:
 
     def _queues_at_start(self, s: StreamState, backlog: Backlog) -> bool:
         """Whether a frame ``s`` would learn from during the warm-up would wait for a worker while a critical
-        stream runs: every stream starts at once, and the first frames of all of them, queued together, made the
-        critical stream's first frames late (nothing is learned yet to skip them by)."""
+        stream runs, and may cost more than a critical frame (nothing learned of it yet, or a longer chain than
+        theirs): every stream starts at once, and the first frames of all of them, queued together, made the
+        critical stream's first frames late. A stream no costlier than the critical ones delays them by no more
+        than they delay each other, and learns as it comes."""
         if s.priority == "critical" or not self.warming(backlog.now_ms):
             return False
-        if not any(o.priority == "critical" for o in self.streams.values()):
+        critical = [o.chain_ms for o in self.streams.values() if o.priority == "critical"]
+        if not critical:
+            return False
+        if s.chains and s.chain_ms <= min(critical):
             return False
         return sum(w.running for w in backlog.work) >= backlog.workers + backlog.lanes
 
