@@ -718,7 +718,7 @@ class StreamController:
         lower_can_yield = any(not s.bottom and RANK[s.priority] > RANK[worst.priority] and self._pays(s, worst, share)
                               for s in self.streams.values())
         critical_waits = worst.priority == "critical" and lower_can_yield   # (a lower stream's step that pays)
-        if not worst.bottom and not worst.fits(worst.rung) and not critical_waits:
+        if not worst.bottom and not worst.fits(worst.rung) and not critical_waits and self._pays(worst, worst, share):
             why = (f"its chain needs {worst.chain_ms:.1f} ms, more than {FIT_SHARE:.0%} of its "
                    f"{worst.period_ms:.1f} ms period")
             return self._move(worst, now_ms, +1, why)
@@ -746,13 +746,14 @@ class StreamController:
 
     def _fit_while_warming(self, s: StreamState, now_ms: float) -> Step | None:
         """During the warm-up, where misses do not count yet: a stream (not critical) whose chain as learned so far
-        does not fit its period steps down one rung, once per frame it learns from, rather than take its first
-        frames late and skip the rest as too long until the warm-up ends (a critical stream's first frames set up
-        what its later ones build on, and its first runs are the coldest: it steps by its misses only)."""
-        if s.priority == "critical" or s.bottom or s.offloaded or s.fits(s.rung):
+        is longer than its period (no frame of it can end on time) steps down one rung, once per frame it learns
+        from, rather than take its first frames late and skip the rest as too long until the warm-up ends (a
+        critical stream's first frames set up what its later ones build on, and its first runs are the coldest: it
+        steps by its misses only; a chain that only just fits is left to the misses too)."""
+        if s.priority == "critical" or s.bottom or s.offloaded or s.chain_ms <= s.period_ms:
             return None
-        return self._move(s, now_ms, +1, f"its chain needs {s.chain_ms:.1f} ms, more than {FIT_SHARE:.0%} of its "
-                                         f"{s.period_ms:.1f} ms period (warm-up)")
+        return self._move(s, now_ms, +1, f"its chain needs {s.chain_ms:.1f} ms, longer than its {s.period_ms:.1f} ms "
+                                         "period (warm-up)")
 
     @staticmethod
     def _pays(v: StreamState, worst: StreamState, share: float) -> bool:
