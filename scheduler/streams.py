@@ -21,12 +21,12 @@ runtime (or one simulated device) at once:
   frames until it aged out).
 * **The rate ladder** (WebRTC's ``OveruseFrameDetector``, adaptive-bitrate rungs). A stream runs at one
   rung of its rates; when a stream missed at least :data:`DOWN_MISS` of its frames over :data:`WINDOW_MS`,
-  one stream steps down one rung: the missing one itself when its own chain does not fit its period (a
-  critical one only once no lower stream can yield), else the least important stream, no more important
+  one stream steps down one rung: the missing one itself when its own chain does not fit its period and the
+  lower rate would serve more of its frames (a critical one only once no lower stream can yield), else the least important stream, no more important
   than the missing one, whose steps would free at least :data:`MIN_RELIEF` of what the missing one misses
   and, unless the missing one is critical, whose frames cost at least the missing one's (so that a step
   frees a frame for each it costs).
-  During the warm-up, where misses do not count, a stream (not critical) whose chain does not fit its period
+  During the warm-up, where misses do not count, a stream (not critical) whose chain is longer than its period
   steps down once per frame it learns from. Back up, most important first, when no stream missed more than
   :data:`UP_MISS`, the workers have room for the faster rate, and the stream held its rung for its hold time
   (doubled after a step up that did not hold: hysteresis).
