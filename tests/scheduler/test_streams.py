@@ -113,6 +113,27 @@ def test_saturated_workers_shed_the_costliest_frames_first():
     assert c.offer("seg", 1.0, later).taken   # cheaper than the mean priced lately: never the one shed
 
 
+def test_saturated_workers_shed_a_dear_frame_only_of_a_stream_taking_more_of_the_workers_than_the_mean():
+    """A 10 fps text detector's 40 ms frame is dearer than the mean, but its stream takes less of the workers (400 ms a
+    second) than the mean of the frames priced; a 30 fps face tracker's 4 ms frame is cheap: neither is shed, the 30 fps
+    pose chain's (25 ms, 750 ms a second) is."""
+    c = StreamController(warmup_ms=0.0)
+    for name, fps, ms in (("pose", 30.0, 25.0), ("face", 30.0, 4.0), ("text", 10.0, 40.0)):
+        c.add(name, fps, "normal")
+        _learned(c, name, ms)
+    _fed(c)
+
+    def offer(name: str, t: float) -> S.Decision:
+        d = c.offer(name, t, Backlog(t, workers=1, busy_share=0.95))
+        c.streams[name].in_flight = 0   # (as if it had ended)
+        return d
+    assert all(offer(name, 0.0).taken for name in ("pose", "face", "text"))   # 69 ms admitted
+    pose = offer("pose", 1.0)   # past the 24 ms the workers may take in its 32 ms
+    assert (pose.taken, pose.reason) == (False, "over_capacity")
+    assert offer("text", 1.0).taken   # past its 74 ms too, and its frame is the dearest, but its stream is no hog
+    assert offer("face", 1.0).taken   # a fast stream's cheap frame
+
+
 def test_a_critical_stream_missing_its_frames_is_not_shed_for_capacity_while_the_others_are():
     c = _controller((("hands", "critical"), ("pose", "normal"), ("seg", "low")), chain_ms=20.0)
     c.streams["pose"].work_ms, c.streams["seg"].work_ms = 30.0, 2.0
