@@ -6,8 +6,7 @@ runtime (or one simulated device) at once:
 
 * **Take or skip** (:meth:`StreamController.offer`). A frame is skipped, never served late by choice, when
   its predicted finish (behind the work already pending, queued and running that runs before it, spread
-  over the workers, then its own chain, on what critical streams whose level acts leave of the workers)
-  plus a quantile of the stream's recent prediction errors is after its deadline; when its chain alone is
+  over the workers, then its own chain) plus a quantile of the stream's recent prediction errors is after its deadline; when its chain alone is
   longer than its period; when the workers are saturated and its work would take the admitted work past
   their capacity less the room critical streams need (a frame dearer than the mean of a stream taking more of the
   workers than the mean, by work per second; never a critical
@@ -349,10 +348,6 @@ class StreamState:
             q.popleft()
         return len(q)
 
-    def taken_fps(self, now_ms: float) -> float:
-        """The frames taken over the last :data:`WINDOW_MS` per second, at most its rate at its rung (fps)."""
-        return min(self.fps_now, self._taken_in_window(now_ms) * 1000.0 / WINDOW_MS)
-
     def guarded(self, now_ms: float) -> bool:
         """It missed a frame within the last :data:`GUARD_MS`."""
         return now_ms < self.guard_until_ms
@@ -461,7 +456,9 @@ class StreamController:
             return self._take(s, at_ms, math.nan, lean=False, now_ms=now)
         span = deadline - now
         level = self.level(name, now)
-        predicted = now + (backlog.finish_ms(s.chain_ms, deadline, level) - now) * self._slowdown(s, backlog, now)
+        # (on the workers as the backlog holds them: a slowdown for the critical streams' frames still to come, spread
+        # over every worker, ran 10x pessimistic where the policy places the lower streams elsewhere)
+        predicted = backlog.finish_ms(s.chain_ms, deadline, level)
         margin = s.margin_ms(now)
         reserved = 0.0 if s.priority == "critical" else self._critical_room_ms(s, span, now)
         reason, detail = self._verdict(s, backlog, span, predicted - now, margin, reserved)
@@ -626,17 +623,6 @@ class StreamController:
         """A critical stream whose level acts (it missed a frame within :data:`GUARD_MS`): capacity is not what
         sheds its frames then (its requests run first; the streams below it give way)."""
         return s.priority == "critical" and s.guarded(now_ms)
-
-    def _slowdown(self, s: StreamState, backlog: Backlog, now_ms: float) -> float:
-        """How much longer than on the whole workers a frame of ``s`` takes while critical streams that miss frames
-        (not ``s``) take their share of the workers first: their frames keep arriving and run ahead of it, so it
-        runs on what they leave (processor sharing: workers / (workers - their work per ms); at most 10). Their
-        share is what they take (the frames they were given over the window, at most their rung's rate): a critical
-        stream whose own frames are skipped does not take the workers its rate would."""
-        if s.priority == "critical":
-            return 1.0
-        left = backlog.workers - sum(c.work_ms * c.taken_fps(now_ms) / 1000.0 for c in self._acting_critical(now_ms))
-        return min(10.0, backlog.workers / left) if left > 0.1 * backlog.workers else 10.0
 
     def _critical_room_ms(self, s: StreamState, span_ms: float, now_ms: float) -> float:
         """Work (ms) the other critical streams that are missing frames need over ``span_ms``: the room kept for
