@@ -6,10 +6,10 @@ runtime (or one simulated device) at once:
 
 * **Take or skip** (:meth:`StreamController.offer`). A frame is skipped, never served late by choice, when
   its predicted finish (behind the work already pending, queued and running that runs before it, spread
-  over the workers, then its own chain, on what critical streams whose level acts leave of the workers)
-  plus a quantile of the stream's recent prediction errors is after its deadline; when its chain alone is
+  over the workers, then its own chain) plus a quantile of the stream's recent prediction errors is after its deadline; when its chain alone is
   longer than its period; when the workers are saturated and its work would take the admitted work past
-  their capacity less the room critical streams need (the costliest frames first; never a critical
+  their capacity less the room critical streams need (a frame dearer than the mean of a stream taking more of the
+  workers than the mean, by work per second; never a critical
   stream's while its level acts, nor one of a stream taking fewer frames than its bottom rung while that
   rung fits its fair share of the workers); when it is not its turn at the stream's rate; or when ``max_in_flight``
   of its frames still run. Each reason is one code of :data:`REASONS`. After :data:`MAX_SHED_STREAK` skips
@@ -352,10 +352,6 @@ class StreamState:
             q.popleft()
         return len(q)
 
-    def taken_fps(self, now_ms: float) -> float:
-        """The frames taken over the last :data:`WINDOW_MS` per second, at most its rate at its rung (fps)."""
-        return min(self.fps_now, self._taken_in_window(now_ms) * 1000.0 / WINDOW_MS)
-
     def guarded(self, now_ms: float) -> bool:
         """It missed a frame within the last :data:`GUARD_MS`."""
         return now_ms < self.guard_until_ms
@@ -426,7 +422,8 @@ class StreamController:
         self._last_down = -math.inf
         self._last_up = -math.inf
         self._admitted: deque[tuple[float, float]] = deque()   # (ms, work ms) of frames taken
-        self._offered: deque[tuple[float, float]] = deque()    # the same for every frame priced
+        # (ms, its work ms, its stream's work per second at its rung) of every frame priced
+        self._offered: deque[tuple[float, float, float]] = deque()
 
     # -- streams -------------------------------------------------------------------------
     def add(self, name: str, fps: float, priority: str = "normal", rates: Sequence[float] | None = None,
@@ -480,11 +477,13 @@ class StreamController:
             return self._take(s, at_ms, math.nan, lean=False, now_ms=now)
         span = deadline - now
         level = self.level(name, now)
-        predicted = now + (backlog.finish_ms(s.chain_ms, deadline, level) - now) * self._slowdown(s, backlog, now)
+        # (on the workers as the backlog holds them: a slowdown for the critical streams' frames still to come, spread
+        # over every worker, ran 10x pessimistic where the policy places the lower streams elsewhere)
+        predicted = backlog.finish_ms(s.chain_ms, deadline, level)
         margin = s.margin_ms(now)
         reserved = 0.0 if s.priority == "critical" else self._critical_room_ms(s, span, now)
         reason, detail = self._verdict(s, backlog, span, predicted - now, margin, reserved)
-        self._offered.append((now, s.work_ms))
+        self._offered.append((now, s.work_ms, s.work_ms * s.fps_now))
         self._forget_before(now - WINDOW_MS)
         if reason and (s.shed_streak < MAX_SHED_STREAK or reason == "over_capacity"):
             s.shed_streak += 1
@@ -618,19 +617,30 @@ class StreamController:
     def _over_capacity(self, s: StreamState, backlog: Backlog, span_ms: float, reserved_ms: float) -> str:
         """Why admitting its work would take the work admitted over the last frame span past
         :data:`ADMIT_UTIL_MAX` of the workers less ``reserved_ms`` ("" when it would not): only while the workers
-        are that busy, and a frame no costlier than the mean priced lately passes (the costliest go first)."""
+        are that busy, and only for a stream capacity sheds first (:meth:`_sheds_first`)."""
         now = backlog.now_ms
         if backlog.busy_share <= ADMIT_UTIL_MAX or self._critical_acts(s, now):
             return ""
         if s.starved(now) and self._bottom_owed(s, now):   # no starvation: its bottom rung's frames go first
             return ""
         have = sum(w for t, w in self._admitted if t >= now - span_ms)
-        mean = sum(w for _, w in self._offered) / len(self._offered) if self._offered else 0.0
         cap = ADMIT_UTIL_MAX * backlog.workers * span_ms - reserved_ms
-        if have + s.work_ms <= cap or s.work_ms <= mean:   # (room kept for critical frames or not: a frame no
-            return ""                                      # costlier than the mean is never the one to shed)
+        if have + s.work_ms <= cap or not self._sheds_first(s):   # (room kept for critical frames or not)
+            return ""
         return (f"workers {100 * backlog.busy_share:.0f}% busy and {have + s.work_ms:.0f} ms of work admitted "
                 f"in {span_ms:.0f} ms > {cap:.0f} ms of capacity")
+
+    def _sheds_first(self, s: StreamState) -> bool:
+        """Whether saturated workers shed ``s``'s frame: it is dearer than the mean frame priced over the window, and
+        its stream takes more of the workers than the mean, by work per second at its rung (both means over the frames
+        priced). A dear frame of a slow stream (a 10 fps segmentation's 40 ms beside 30 fps detectors' 15 ms) passes,
+        and so does a cheap frame of a fast stream (a 30 fps face tracker's 3.5 ms beside a pose chain's 20 ms)."""
+        n = len(self._offered)
+        if n == 0:
+            return True
+        frame = sum(w for _, w, _ in self._offered) / n
+        rate = sum(r for _, _, r in self._offered) / n
+        return s.work_ms > frame and s.work_ms * s.fps_now > rate
 
     @staticmethod
     def _critical_acts(s: StreamState, now_ms: float) -> bool:
@@ -652,17 +662,6 @@ class StreamController:
         if s.chains and s.chain_ms <= min(critical):
             return False
         return sum(w.running for w in backlog.work) >= backlog.workers + backlog.lanes
-
-    def _slowdown(self, s: StreamState, backlog: Backlog, now_ms: float) -> float:
-        """How much longer than on the whole workers a frame of ``s`` takes while critical streams that miss frames
-        (not ``s``) take their share of the workers first: their frames keep arriving and run ahead of it, so it
-        runs on what they leave (processor sharing: workers / (workers - their work per ms); at most 10). Their
-        share is what they take (the frames they were given over the window, at most their rung's rate): a critical
-        stream whose own frames are skipped does not take the workers its rate would."""
-        if s.priority == "critical":
-            return 1.0
-        left = backlog.workers - sum(c.work_ms * c.taken_fps(now_ms) / 1000.0 for c in self._acting_critical(now_ms))
-        return min(10.0, backlog.workers / left) if left > 0.1 * backlog.workers else 10.0
 
     def _critical_room_ms(self, s: StreamState, span_ms: float, now_ms: float) -> float:
         """Work (ms) the other critical streams that are missing frames need over ``span_ms``: the room kept for
@@ -870,9 +869,10 @@ class StreamController:
             t.outcomes.clear()
 
     def _forget_before(self, t_ms: float) -> None:
-        for q in (self._admitted, self._offered):
-            while q and q[0][0] < t_ms:
-                q.popleft()
+        while self._admitted and self._admitted[0][0] < t_ms:
+            self._admitted.popleft()
+        while self._offered and self._offered[0][0] < t_ms:
+            self._offered.popleft()
 
 
 def _quantile(sorted_values: Sequence[float], q: float) -> float:

@@ -113,6 +113,27 @@ def test_saturated_workers_shed_the_costliest_frames_first():
     assert c.offer("seg", 1.0, later).taken   # cheaper than the mean priced lately: never the one shed
 
 
+def test_saturated_workers_shed_a_dear_frame_only_of_a_stream_taking_more_of_the_workers_than_the_mean():
+    """A 10 fps text detector's 40 ms frame is dearer than the mean, but its stream takes less of the workers (400 ms a
+    second) than the mean of the frames priced; a 30 fps face tracker's 4 ms frame is cheap: neither is shed, the 30 fps
+    pose chain's (25 ms, 750 ms a second) is."""
+    c = StreamController(warmup_ms=0.0)
+    for name, fps, ms in (("pose", 30.0, 25.0), ("face", 30.0, 4.0), ("text", 10.0, 40.0)):
+        c.add(name, fps, "normal")
+        _learned(c, name, ms)
+    _fed(c)
+
+    def offer(name: str, t: float) -> S.Decision:
+        d = c.offer(name, t, Backlog(t, workers=1, busy_share=0.95))
+        c.streams[name].in_flight = 0   # (as if it had ended)
+        return d
+    assert all(offer(name, 0.0).taken for name in ("pose", "face", "text"))   # 69 ms admitted
+    pose = offer("pose", 1.0)   # past the 24 ms the workers may take in its 32 ms
+    assert (pose.taken, pose.reason) == (False, "over_capacity")
+    assert offer("text", 1.0).taken   # past its 74 ms too, and its frame is the dearest, but its stream is no hog
+    assert offer("face", 1.0).taken   # a fast stream's cheap frame
+
+
 def test_a_critical_stream_missing_its_frames_is_not_shed_for_capacity_while_the_others_are():
     c = _controller((("hands", "critical"), ("pose", "normal"), ("seg", "low")), chain_ms=20.0)
     c.streams["pose"].work_ms, c.streams["seg"].work_ms = 30.0, 2.0
@@ -163,28 +184,21 @@ def test_beside_a_critical_stream_that_misses_only_the_bottom_rungs_that_fit_the
     assert (pose.taken, pose.reason) == (False, "over_capacity") and text.taken
 
 
-def test_a_lower_frame_is_predicted_on_what_a_critical_stream_that_misses_leaves_of_the_workers():
+def test_a_lower_frame_beside_a_critical_stream_that_misses_is_predicted_on_the_backlog_alone():
+    """The critical stream's frames still to come are not spread over the workers ahead of it: a policy that places
+    the lower stream on other processors runs it in time, and what does run ahead of it is in the backlog."""
     c = _controller((("hands", "critical"), ("pose", "normal")), chain_ms=20.0)   # hands: 0.6 of a worker
     c.streams["pose"].chains.append(12.0)
     c.streams["pose"].chain_ms = 12.0
-    assert c.offer("pose", 0.0, Backlog(0.0)).taken   # 12 ms of its 33 ms on the worker
-    c.streams["pose"].in_flight = 0
     missed = c.offer("hands", 10.0, Backlog(10.0))
     c.ended("hands", missed, FrameEnd(missed.deadline_ms + 1.0, True, 20.0, 20.0))
     c.streams["hands"].takes.extend(10.0 - 1000.0 / 30.0 * k for k in range(1, 30))   # it took its 30 fps
-    d = c.offer("pose", 100.0, Backlog(100.0))   # 12 ms on the 0.4 of it hands leaves: 30 ms, + its margin
-    assert d.predicted_ms == pytest.approx(100.0 + 12.0 / 0.4)
-    assert c.offer("hands", 100.0, Backlog(100.0)).predicted_ms == pytest.approx(120.0)   # (not for itself)
-
-
-def test_a_critical_stream_whose_frames_are_skipped_slows_a_lower_frame_by_what_it_takes_only():
-    c = _controller((("hands", "critical"), ("pose", "normal")), chain_ms=20.0)   # hands: 0.6 of a worker at 30 fps
-    c.streams["pose"].chains.append(12.0)
-    c.streams["pose"].chain_ms = 12.0
-    c.streams["hands"].guard_until_ms = math.inf   # its level acts
-    c.streams["hands"].takes.extend(100.0 - 100.0 * k for k in range(10))   # but it was given 10 frames a second
-    d = c.offer("pose", 100.0, Backlog(100.0))   # 12 ms on the 0.8 of the worker it leaves: 15 ms
-    assert d.taken and d.predicted_ms == pytest.approx(100.0 + 12.0 / 0.8)
+    assert c.streams["hands"].guarded(100.0)   # its level acts
+    d = c.offer("pose", 100.0, Backlog(100.0))
+    assert d.taken and d.predicted_ms == pytest.approx(100.0 + 12.0)
+    running = Backlog(100.0, work=(Work(10.0, 100.0 + 1000.0 / 30.0, "critical", running=True),))
+    c.streams["pose"].in_flight = 0
+    assert c.offer("pose", 100.0, running).predicted_ms == pytest.approx(100.0 + 10.0 + 12.0)   # what runs, first
 
 
 def test_a_frame_whose_request_the_policy_dropped_does_not_widen_the_margin_a_late_one_does():
