@@ -14,8 +14,7 @@ runtime (or one simulated device) at once:
   rung fits its fair share of the workers); when it is not its turn at the stream's rate; or when ``max_in_flight``
   of its frames still run. Each reason is one code of :data:`REASONS`. After :data:`MAX_SHED_STREAK` skips
   in a row a frame is taken *lean* (a probe), so that the stream's estimates stay measured. A stream's first
-  :data:`MIN_CHAINS` frames, and a critical stream's during the warm-up, are taken to learn from (beside a critical
-  stream during the warm-up, only on an idle worker: every stream starts at once); a probe that ends
+  :data:`MIN_CHAINS` frames, and a critical stream's during the warm-up, are taken to learn from; a probe that ends
   on time where it was predicted to miss replaces what predicted the miss, the chain learned before or the
   errors behind the margin (a stale estimate, such as the cold first runs' or a stall's, would otherwise skip
   frames until it aged out).
@@ -468,12 +467,7 @@ class StreamController:
             return self._offer_cloud(s, at_ms, now)
         if len(s.chains) < MIN_CHAINS or (s.priority == "critical" and self.warming(now)):
             # too little learned yet, or a critical stream's first frames, which set up what its later frames
-            # build on (a tracker's first detection; skipped, its frames would stay the costlier kind): taken,
-            # but a frame learned from during the warm-up beside a critical stream only on an idle worker
-            if self._queues_at_start(s, backlog):
-                return self._skip(s, "over_capacity", "every worker is busy during the warm-up: a stream's first "
-                                  "frames start on an idle worker, not queued beside a critical stream's",
-                                  at_ms, now_ms=now)
+            # build on (a tracker's first detection; skipped, its frames would stay the costlier kind): taken
             return self._take(s, at_ms, math.nan, lean=False, now_ms=now)
         span = deadline - now
         level = self.level(name, now)
@@ -647,21 +641,6 @@ class StreamController:
         """A critical stream whose level acts (it missed a frame within :data:`GUARD_MS`): capacity is not what
         sheds its frames then (its requests run first; the streams below it give way)."""
         return s.priority == "critical" and s.guarded(now_ms)
-
-    def _queues_at_start(self, s: StreamState, backlog: Backlog) -> bool:
-        """Whether a frame ``s`` would learn from during the warm-up would wait for a worker while a critical
-        stream runs, and may cost more than a critical frame (nothing learned of it yet, or a longer chain than
-        theirs): every stream starts at once, and the first frames of all of them, queued together, made the
-        critical stream's first frames late. A stream no costlier than the critical ones delays them by no more
-        than they delay each other, and learns as it comes."""
-        if s.priority == "critical" or not self.warming(backlog.now_ms):
-            return False
-        critical = [o.chain_ms for o in self.streams.values() if o.priority == "critical"]
-        if not critical:
-            return False
-        if s.chains and s.chain_ms <= min(critical):
-            return False
-        return sum(w.running for w in backlog.work) >= backlog.workers + backlog.lanes
 
     def _critical_room_ms(self, s: StreamState, span_ms: float, now_ms: float) -> float:
         """Work (ms) the other critical streams that are missing frames need over ``span_ms``: the room kept for

@@ -612,35 +612,6 @@ def test_a_critical_stream_acts_during_the_warm_up():
     assert {c.level(n, 1500.0) for n in c.streams} == {"normal"}
 
 
-def test_during_the_warm_up_a_stream_beside_a_critical_one_learns_on_an_idle_worker_only():
-    """Every stream starts at once: a frame of pose (nothing learned yet) is skipped while both workers run, so
-    that the first frames of all streams do not queue together ahead of the critical stream's; it is taken once
-    a worker is idle, after the warm-up, or where no stream is critical; a stream whose frames cost no more than
-    the critical stream's is not held back."""
-    busy = (Work(20.0, 50.0, "normal", True), Work(20.0, 50.0, "normal", True))
-    c = StreamController(warmup_ms=1000.0)
-    c.add("hands", 30.0, "critical")
-    c.add("pose", 30.0, "normal")
-    c.offer("hands", 0.0, Backlog(0.0, workers=2))
-    d = c.offer("pose", 10.0, Backlog(10.0, workers=2, work=busy))
-    assert not d.taken and d.reason == "over_capacity" and "warm-up" in d.detail
-    assert c.offer("pose", 50.0, Backlog(50.0, workers=2, work=busy[:1])).taken
-    c.streams["pose"].in_flight = 0
-    assert c.offer("pose", 1100.0, Backlog(1100.0, workers=2, work=busy)).taken
-    alone = StreamController(warmup_ms=1000.0)
-    alone.add("pose", 30.0, "normal")
-    assert alone.offer("pose", 10.0, Backlog(10.0, workers=2, work=busy)).taken
-    c.add("face", 30.0, "high")   # a stream whose first frame cost less than the critical stream's: it learns on
-    c.streams["hands"].chains.append(20.0)   # (no longer than the critical frames delay each other)
-    c.streams["hands"].chain_ms = 20.0
-    for name, chain in (("face", 4.0), ("pose", 40.0)):
-        c.streams[name].in_flight = 0
-        c.streams[name].chains.append(chain)
-        c.streams[name].chain_ms = chain
-    assert c.offer("face", 200.0, Backlog(200.0, workers=2, work=busy)).taken
-    assert not c.offer("pose", 200.0, Backlog(200.0, workers=2, work=busy)).taken
-
-
 def test_a_stream_at_its_bottom_rung_keeps_it_while_every_bottom_rung_fits():
     """The low stream is at its bottom rung and still misses; every stream's bottom fits two workers: a more
     important stream above its own bottom rung yields (its rate above the bottom is the optional work)."""
