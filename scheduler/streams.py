@@ -4,31 +4,29 @@ A stream is a periodic source of frames (a camera, a microphone) whose every fra
 Under overload something must give; this module decides what, frame by frame, for every stream of one
 runtime (or one simulated device) at once:
 
-* **Take or skip** (:meth:`StreamController.offer`). A frame is skipped, never served late by choice, when
-  its predicted finish (behind the work already pending, queued and running that runs before it, spread
-  over the workers, then its own chain) plus a quantile of the stream's recent prediction errors is after its deadline; when its chain alone is
-  longer than its period; when the workers are saturated and its work would take the admitted work past
-  their capacity less the room critical streams need (a frame dearer than the mean of a stream taking more of the
-  workers than the mean, by work per second; never a critical
-  stream's while its level acts, nor one of a stream taking fewer frames than its bottom rung while that
-  rung fits its fair share of the workers); when it is not its turn at the stream's rate; or when ``max_in_flight``
-  of its frames still run. Each reason is one code of :data:`REASONS`. After :data:`MAX_SHED_STREAK` skips
-  in a row a frame is taken *lean* (a probe), so that the stream's estimates stay measured. A stream's first
-  :data:`MIN_CHAINS` frames, and a critical stream's during the warm-up, are taken to learn from; a probe that ends
-  on time where it was predicted to miss replaces what predicted the miss, the chain learned before or the
-  errors behind the margin (a stale estimate, such as the cold first runs' or a stall's, would otherwise skip
-  frames until it aged out).
-* **The rate ladder** (WebRTC's ``OveruseFrameDetector``, adaptive-bitrate rungs). A stream runs at one
-  rung of its rates; when a stream missed at least :data:`DOWN_MISS` of its frames over :data:`WINDOW_MS`,
-  one stream steps down one rung: the missing one itself when its own chain does not fit its period and the
-  lower rate would serve more of its frames (a critical one only once no lower stream can yield), else the least important stream, no more important
-  than the missing one, whose steps would free at least :data:`MIN_RELIEF` of what the missing one misses
-  and, unless the missing one is critical, whose frames cost at least the missing one's (so that a step
-  frees a frame for each it costs).
-  During the warm-up, where misses do not count, a stream (not critical) whose chain is longer than its period
-  steps down once per frame it learns from. Back up, most important first, when no stream missed more than
-  :data:`UP_MISS`, the workers have room for the faster rate, and the stream held its rung for its hold time
-  (doubled after a step up that did not hold: hysteresis).
+* **Take or skip** (:meth:`StreamController.offer`). A frame is skipped, never served late by choice, when its
+  predicted finish (behind the work already pending, queued and running that runs before it, spread over the
+  workers, then its own chain) plus a quantile of the stream's recent prediction errors is after its deadline;
+  when its chain alone is longer than its period; when the workers are saturated and its work would take the
+  admitted work past their capacity less the room critical streams need (a frame dearer than the mean of a stream
+  taking more of the workers than the mean, by work per second; never a critical stream's while its level acts,
+  nor one of a stream taking fewer frames than its bottom rung while that rung fits its fair share of the
+  workers); when it is not its turn at the stream's rate; or when ``max_in_flight`` of its frames still run. Each
+  reason is one code of :data:`REASONS`. After :data:`MAX_SHED_STREAK` skips in a row a frame is taken *lean* (a
+  probe), so that the stream's estimates stay measured. A stream's first :data:`MIN_CHAINS` frames, and a
+  critical stream's during the warm-up, are taken to learn from; a probe that ends on time where it was predicted
+  to miss replaces what predicted the miss, the chain learned before or the errors behind the margin (a stale
+  estimate, such as the cold first runs' or a stall's, would otherwise skip frames until it aged out).
+* **The rate ladder** (WebRTC's ``OveruseFrameDetector``, adaptive-bitrate rungs). A stream runs at one rung of
+  its rates; when a stream missed at least :data:`DOWN_MISS` of its frames over :data:`WINDOW_MS`, one stream
+  steps down one rung: the missing one itself when its own chain does not fit its period and the lower rate would
+  serve more of its frames (a critical one only once no lower stream can yield), else the least important stream,
+  no more important than the missing one, whose steps would free at least :data:`MIN_RELIEF` of what the missing
+  one misses and, unless the missing one is critical, whose frames cost at least the missing one's (so that a
+  step frees a frame for each it costs). During the warm-up, where misses do not count, a stream (not critical)
+  whose chain is longer than its period steps down once per frame it learns from. Back up, most important first,
+  when no stream missed more than :data:`UP_MISS`, the workers have room for the faster rate, and the stream held
+  its rung for its hold time (doubled after a step up that did not hold: hysteresis).
 * **Levels only where needed.** A stream's declared level acts (its requests' order, the urgent lane and OS
   niceness, the room kept for critical frames) only while it missed a frame within :data:`GUARD_MS` (a critical
   stream's order and niceness also during the warm-up, when every stream starts at once); a ``low``
@@ -342,14 +340,10 @@ class StreamState:
     def starved(self, now_ms: float) -> bool:
         """It took fewer frames over the last :data:`WINDOW_MS` than its bottom rung would (a frame less, for
         the window's edges)."""
-        return self._taken_in_window(now_ms) < self.rates[-1] * WINDOW_MS / 1000.0 - 1.0
-
-    def _taken_in_window(self, now_ms: float) -> int:
-        """Its frames taken over the last :data:`WINDOW_MS`."""
         q = self.takes
         while q and q[0] < now_ms - WINDOW_MS:
             q.popleft()
-        return len(q)
+        return len(q) < self.rates[-1] * WINDOW_MS / 1000.0 - 1.0
 
     def guarded(self, now_ms: float) -> bool:
         """It missed a frame within the last :data:`GUARD_MS`."""
