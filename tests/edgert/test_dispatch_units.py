@@ -248,6 +248,44 @@ def test_in_a_burst_a_completion_decides_once_no_worker_holds_a_request_queued_a
     assert len(pol.views) == 1 and [r.id for r in a.queue] == [1] and [r.id for r in b.queue] == [2]
 
 
+class CountsNotifies(threading.Condition):
+    """Test double: a worker's condition that counts its notifies."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        super().__init__(lock)
+        self.notified = 0
+
+    def notify(self, n: int = 1) -> None:
+        self.notified += 1
+        super().notify(n)
+
+
+def test_a_worker_is_notified_only_while_one_of_its_threads_waits_for_work() -> None:
+    lock = threading.Lock()
+    w = Worker("cpu0", "cpu", [], lock)
+    w.cond = cond = CountsNotifies(lock)
+    with lock:
+        w.notify()   # its thread runs: no one to wake
+    assert cond.notified == 0
+    woke = threading.Event()
+
+    def wait() -> None:
+        with lock:
+            w.wait_for_work()
+        woke.set()
+
+    t = threading.Thread(target=wait)
+    t.start()
+    for _ in range(500):   # until the thread waits (it counts itself under the lock)
+        with lock:
+            if w.waiting:
+                w.notify()
+                break
+        threading.Event().wait(0.01)
+    t.join(timeout=5)
+    assert woke.is_set() and cond.notified == 1 and w.waiting == 0
+
+
 # -- the timeline --
 
 def test_the_timeline_has_a_track_for_every_processor_even_one_that_ran_nothing(tmp_path) -> None:
