@@ -70,6 +70,34 @@ with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.St
 print(f"cli hour {time.perf_counter() - t:.4f} s")
 """
 
+#: The Python work of a sync call (tiny on ORT, every worker idle), counted: the bytecodes and Python frames it runs,
+#: traced with ``sys.settrace`` opcode events over 300 calls on the caller's thread (where a sync call runs). Counts do
+#: not move with the host, so one round tells a change's cost in pure Python where wall-clock rounds disagree by 5 %.
+_SYNC_OPCODES = """
+import sys, tempfile
+import edgert
+from edgert.testing import genmodels
+calls, counts = 300, {"opcode": 0, "call": 0}
+def trace(frame, event, arg):
+    if event in counts:
+        counts[event] += 1
+    if event == "call":
+        frame.f_trace_opcodes = True
+    return trace
+with tempfile.TemporaryDirectory() as d:
+    paths = genmodels.save("tiny", d)
+    feeds = genmodels.example_inputs("tiny")
+    with edgert.Runtime(delegates=["ort-cpu"]) as rt:
+        m = rt.load(paths["onnx"], name="tiny")
+        for _ in range(500):
+            m(feeds)
+        sys.settrace(trace)
+        for _ in range(calls):
+            m(feeds)
+        sys.settrace(None)
+print(f"sync call: {counts['opcode'] / calls:.1f} bytecodes, {counts['call'] / calls:.1f} python frames")
+"""
+
 BENCHES: dict[str, Bench] = {
     # the sum of the four "added µs" cells (tiny/mlp × ORT/LiteRT): dispatch overhead per call
     "dispatch": Bench(("benchmarks/dispatch.py", "--calls", "3000", "--rounds", "5"),
@@ -83,6 +111,8 @@ BENCHES: dict[str, Bench] = {
     "sync_tiny": Bench(("benchmarks/dispatch.py", "--models", "tiny", "--calls", "5000", "--rounds", "7"),
                        "µs per sync call through the runtime, tiny on ORT", r"^tiny\s+ort\s+[\d.]+\s+([\d.]+)\s"),
     # the edgert policy's median decision time, 10 pending × 5 processors
+    "sync_opcodes": Bench(("-c", _SYNC_OPCODES), "bytecodes a sync call runs in Python, tiny on ORT (counted: one round "
+                          "suffices)", r"^sync call: ([\d.]+) bytecodes"),
     "decision_cost": Bench(("benchmarks/decision_cost.py", "--number", "10000", "--repeat", "5"),
                            "µs per edgert decision (median round)", r"^edgert\s+[\d.]+\s+([\d.]+)"),
     # the simulator's wall time for 20 simulated minutes of ar_assistant (ours only)
