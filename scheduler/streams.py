@@ -522,7 +522,7 @@ class StreamController:
             s.errors.append((done, done - decision.predicted_ms))
             step = QUANTILE_STEP if late_done else -QUANTILE_STEP * LATE_TARGET / (1.0 - LATE_TARGET)
             s.quantile = min(QUANTILE_RANGE[1], max(QUANTILE_RANGE[0], s.quantile + step))
-            self._learn_capacity(late_done)
+            self._learn_capacity(late_done or not end.ok)   # (a frame the policy dropped did not fit either)
         moved = self._note(s, end.end_ms, not on_time, end.busy_share)
         if moved is None and end.ok and end.work_ms > 0.0 and self.warming(end.end_ms):
             moved = self._fit_while_warming(s, end.end_ms)

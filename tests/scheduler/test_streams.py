@@ -137,8 +137,8 @@ def test_saturated_workers_shed_a_dear_frame_only_of_a_stream_taking_more_of_the
 def test_the_share_of_the_workers_admitted_work_may_fill_is_learned_from_whether_the_frames_taken_end_on_time():
     """At first the work admitted may fill ADMIT_UTIL_MAX of the workers: a pose frame (20 ms) behind two face
     frames (8 ms) passes the 25 ms of a 33 ms span on one worker and is shed. After a run of frames that ended on
-    time the share has risen to the workers' whole capacity, and the same frame is taken; late frames bring the
-    share down again, and it is shed again."""
+    time the share has risen to the workers' whole capacity, and the same frame is taken; a late frame and one
+    the policy dropped bring the share down again, and it is shed again."""
     c = StreamController(warmup_ms=0.0)
     for name, ms in (("pose", 20.0), ("face", 4.0)):
         c.add(name, 30.0, "normal")
@@ -165,9 +165,10 @@ def test_the_share_of_the_workers_admitted_work_may_fill_is_learned_from_whether
     assert c.admit_util == S.ADMIT_UTIL_TOP
     t += 2000.0
     assert crowded(t).taken
-    for _ in range(2):   # pose frames that come late
-        d = offer("pose", t, busy=0.3)
-        c.ended("pose", d, FrameEnd(d.deadline_ms + 5.0, True, 20.0, 20.0))
+    d = offer("pose", t, busy=0.3)   # a pose frame that comes late
+    c.ended("pose", d, FrameEnd(d.deadline_ms + 5.0, True, 20.0, 20.0))
+    d = offer("pose", t, busy=0.3)   # and one whose request the policy dropped (before its deadline)
+    c.ended("pose", d, FrameEnd(t + 5.0, False))
     assert c.admit_util == pytest.approx(S.ADMIT_UTIL_TOP - 2 * S.ADMIT_UTIL_STEP)
     assert crowded(t + 2000.0).reason == "over_capacity"
 
