@@ -12,7 +12,7 @@ runtime (or one simulated device) at once:
   taking more of the workers than the mean, by work per second; never a critical stream's while its level acts,
   nor one of a stream taking fewer frames than its bottom rung while that rung fits its fair share of the
   workers; the share of their capacity they sustain is learned: it rises while the frames taken end on time and
-  falls when one comes late); when it is not its turn at the stream's rate; or when ``max_in_flight`` of its
+  falls when one comes late or is dropped); when it is not its turn at the stream's rate; or when ``max_in_flight`` of its
   frames still run. Each reason is one code of :data:`REASONS`. After :data:`MAX_SHED_STREAK` skips in a row a
   frame is taken *lean* (a probe), so that the stream's estimates stay measured. A stream's first
   :data:`MIN_CHAINS` frames, and a critical stream's during the warm-up, are taken to learn from; a probe that
@@ -134,8 +134,9 @@ QUANTILE_RANGE = (0.5, 2.0)
 ADMIT_UTIL_MAX = 0.75
 #: the most of that share: the workers' whole capacity
 ADMIT_UTIL_TOP = 1.0
-#: the share moves down ADMIT_UTIL_STEP after a frame taken that came late, up ADMIT_UTIL_STEP * LATE_TARGET /
-#: (1 - LATE_TARGET) after one on time: it settles where LATE_TARGET of the frames come late, as the margins do
+#: the share moves down ADMIT_UTIL_STEP after a frame taken that came late or was dropped, up ADMIT_UTIL_STEP *
+#: LATE_TARGET / (1 - LATE_TARGET) after one on time: it settles where LATE_TARGET of the frames miss, as the
+#: margins do
 ADMIT_UTIL_STEP = 0.1
 #: optional work (a detector's search for one more hand) runs only below this busy share
 OPTIONAL_BUSY_MAX = 0.55
@@ -631,10 +632,10 @@ class StreamController:
                 f"in {span_ms:.0f} ms > {cap:.0f} ms of capacity ({100 * self.admit_util:.0f}% of the workers)")
 
     def _learn_capacity(self, late: bool) -> None:
-        """Move :attr:`admit_util` by a frame taken that ended ``late`` or on time (see :data:`ADMIT_UTIL_STEP`):
-        the capacity the workers sustain is measured by whether the work admitted ends in time, not assumed. A
-        device whose runs keep to their estimates fills its workers; a noisy shared host, whose frames come late
-        at a busy share below its capacity, keeps the bound low."""
+        """Move :attr:`admit_util` by a frame taken that ended ``late`` (or dropped) or on time (see
+        :data:`ADMIT_UTIL_STEP`): the capacity the workers sustain is measured by whether the work admitted ends in
+        time, not assumed. A device whose runs keep to their estimates fills its workers; a noisy shared host,
+        whose frames come late at a busy share below its capacity, keeps the bound low."""
         step = -ADMIT_UTIL_STEP if late else ADMIT_UTIL_STEP * LATE_TARGET / (1.0 - LATE_TARGET)
         self.admit_util = min(ADMIT_UTIL_TOP, max(ADMIT_UTIL_MAX, self.admit_util + step))
 
