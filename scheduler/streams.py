@@ -11,12 +11,14 @@ runtime (or one simulated device) at once:
   admitted work past their capacity less the room critical streams need (a frame dearer than the mean of a stream
   taking more of the workers than the mean, by work per second; never a critical stream's while its level acts,
   nor one of a stream taking fewer frames than its bottom rung while that rung fits its fair share of the
-  workers); when it is not its turn at the stream's rate; or when ``max_in_flight`` of its frames still run. Each
-  reason is one code of :data:`REASONS`. After :data:`MAX_SHED_STREAK` skips in a row a frame is taken *lean* (a
-  probe), so that the stream's estimates stay measured. A stream's first :data:`MIN_CHAINS` frames, and a
-  critical stream's during the warm-up, are taken to learn from; a probe that ends on time where it was predicted
-  to miss replaces what predicted the miss, the chain learned before or the errors behind the margin (a stale
-  estimate, such as the cold first runs' or a stall's, would otherwise skip frames until it aged out).
+  workers; the share of their capacity they sustain is learned: it rises while the frames taken end on time and
+  falls when one comes late or is dropped); when it is not its turn at the stream's rate; or when ``max_in_flight`` of its
+  frames still run. Each reason is one code of :data:`REASONS`. After :data:`MAX_SHED_STREAK` skips in a row a
+  frame is taken *lean* (a probe), so that the stream's estimates stay measured. A stream's first
+  :data:`MIN_CHAINS` frames, and a critical stream's during the warm-up, are taken to learn from; a probe that
+  ends on time where it was predicted to miss replaces what predicted the miss, the chain learned before or the
+  errors behind the margin (a stale estimate, such as the cold first runs' or a stall's, would otherwise skip
+  frames until it aged out).
 * **The rate ladder** (WebRTC's ``OveruseFrameDetector``, adaptive-bitrate rungs). A stream runs at one rung of
   its rates; when a stream missed at least :data:`DOWN_MISS` of its frames over :data:`WINDOW_MS`, one stream
   steps down one rung: the missing one itself when its own chain does not fit its period and the lower rate would
@@ -126,8 +128,16 @@ QUANTILE_STEP = 0.05
 #: past 1 the margin is the largest error times the quantile: where even the largest recent error does not cover
 #: the next frame's (a busy process beside stretches a run now and then), the margin grows beyond it
 QUANTILE_RANGE = (0.5, 2.0)
-#: the busy share (0..1) of the workers over :data:`WINDOW_MS` below which no frame is shed for capacity
+#: the busy share (0..1) of the workers over :data:`WINDOW_MS` below which no frame is shed for capacity, and the
+#: share of their capacity the work admitted may fill: at first and at least (what a noisy shared host sustains);
+#: :attr:`StreamController.admit_util` rises from it toward ADMIT_UTIL_TOP while the frames taken end on time
 ADMIT_UTIL_MAX = 0.75
+#: the most of that share: the workers' whole capacity
+ADMIT_UTIL_TOP = 1.0
+#: the share moves down ADMIT_UTIL_STEP after a frame taken that came late or was dropped, up ADMIT_UTIL_STEP *
+#: LATE_TARGET / (1 - LATE_TARGET) after one on time: it settles where LATE_TARGET of the frames miss, as the
+#: margins do
+ADMIT_UTIL_STEP = 0.1
 #: optional work (a detector's search for one more hand) runs only below this busy share
 OPTIONAL_BUSY_MAX = 0.55
 #: share of what is left of a frame an added chain may fill (estimates are means)
@@ -414,6 +424,8 @@ class StreamController:
         self._cloud = False  # and whether it had a cloud worker (the ladder's last rung needs one)
         self._last_down = -math.inf
         self._last_up = -math.inf
+        #: the share of the workers' capacity the work admitted may fill (see :data:`ADMIT_UTIL_MAX`)
+        self.admit_util = ADMIT_UTIL_MAX
         self._admitted: deque[tuple[float, float]] = deque()   # (ms, work ms) of frames taken
         # (ms, its work ms, its stream's work per second at its rung) of every frame priced
         self._offered: deque[tuple[float, float, float]] = deque()
@@ -511,6 +523,7 @@ class StreamController:
             s.errors.append((done, done - decision.predicted_ms))
             step = QUANTILE_STEP if late_done else -QUANTILE_STEP * LATE_TARGET / (1.0 - LATE_TARGET)
             s.quantile = min(QUANTILE_RANGE[1], max(QUANTILE_RANGE[0], s.quantile + step))
+            self._learn_capacity(late_done or not end.ok)   # (a frame the policy dropped did not fit either)
         moved = self._note(s, end.end_ms, not on_time, end.busy_share)
         if moved is None and end.ok and end.work_ms > 0.0 and self.warming(end.end_ms):
             moved = self._fit_while_warming(s, end.end_ms)
@@ -604,19 +617,27 @@ class StreamController:
 
     def _over_capacity(self, s: StreamState, backlog: Backlog, span_ms: float, reserved_ms: float) -> str:
         """Why admitting its work would take the work admitted over the last frame span past
-        :data:`ADMIT_UTIL_MAX` of the workers less ``reserved_ms`` ("" when it would not): only while the workers
+        :attr:`admit_util` of the workers less ``reserved_ms`` ("" when it would not): only while the workers
         are that busy, and only for a stream capacity sheds first (:meth:`_sheds_first`)."""
         now = backlog.now_ms
-        if backlog.busy_share <= ADMIT_UTIL_MAX or self._critical_acts(s, now):
+        if backlog.busy_share <= self.admit_util or self._critical_acts(s, now):
             return ""
         if s.starved(now) and self._bottom_owed(s, now):   # no starvation: its bottom rung's frames go first
             return ""
         have = sum(w for t, w in self._admitted if t >= now - span_ms)
-        cap = ADMIT_UTIL_MAX * backlog.workers * span_ms - reserved_ms
+        cap = self.admit_util * backlog.workers * span_ms - reserved_ms
         if have + s.work_ms <= cap or not self._sheds_first(s):   # (room kept for critical frames or not)
             return ""
         return (f"workers {100 * backlog.busy_share:.0f}% busy and {have + s.work_ms:.0f} ms of work admitted "
-                f"in {span_ms:.0f} ms > {cap:.0f} ms of capacity")
+                f"in {span_ms:.0f} ms > {cap:.0f} ms of capacity ({100 * self.admit_util:.0f}% of the workers)")
+
+    def _learn_capacity(self, late: bool) -> None:
+        """Move :attr:`admit_util` by a frame taken that ended ``late`` (or dropped) or on time (see
+        :data:`ADMIT_UTIL_STEP`): the capacity the workers sustain is measured by whether the work admitted ends in
+        time, not assumed. A device whose runs keep to their estimates fills its workers; a noisy shared host,
+        whose frames come late at a busy share below its capacity, keeps the bound low."""
+        step = -ADMIT_UTIL_STEP if late else ADMIT_UTIL_STEP * LATE_TARGET / (1.0 - LATE_TARGET)
+        self.admit_util = min(ADMIT_UTIL_TOP, max(ADMIT_UTIL_MAX, self.admit_util + step))
 
     def _sheds_first(self, s: StreamState) -> bool:
         """Whether saturated workers shed ``s``'s frame: it is dearer than the mean frame priced over the window, and

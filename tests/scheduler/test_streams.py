@@ -134,6 +134,45 @@ def test_saturated_workers_shed_a_dear_frame_only_of_a_stream_taking_more_of_the
     assert offer("face", 1.0).taken   # a fast stream's cheap frame
 
 
+def test_the_share_of_the_workers_admitted_work_may_fill_is_learned_from_whether_the_frames_taken_end_on_time():
+    """At first the work admitted may fill ADMIT_UTIL_MAX of the workers: a pose frame (20 ms) behind two face
+    frames (8 ms) passes the 25 ms of a 33 ms span on one worker and is shed. After a run of frames that ended on
+    time the share has risen to the workers' whole capacity, and the same frame is taken; a late frame and one
+    the policy dropped bring the share down again, and it is shed again."""
+    c = StreamController(warmup_ms=0.0)
+    for name, ms in (("pose", 20.0), ("face", 4.0)):
+        c.add(name, 30.0, "normal")
+        _learned(c, name, ms)
+    _fed(c)
+
+    def offer(name: str, t: float, busy: float = 0.9) -> S.Decision:
+        d = c.offer(name, t, Backlog(t, workers=1, busy_share=busy))
+        c.streams[name].in_flight = 0   # (as if it had ended)
+        return d
+
+    def crowded(t: float) -> S.Decision:   # pose behind two face frames, the workers 90 % busy
+        for s in c.streams.values():   # each took its frames over the last window (none is starved)
+            s.takes.extend(t - 1000.0 + k * 1000.0 / s.fps for k in range(int(s.fps)))
+        assert offer("face", t).taken and offer("face", t).taken
+        return offer("pose", t)
+    assert c.admit_util == S.ADMIT_UTIL_MAX
+    assert crowded(0.0).reason == "over_capacity"
+    t = 2000.0
+    for _ in range(200):   # face frames on an idle worker, each ended on time
+        d = offer("face", t, busy=0.3)
+        c.ended("face", d, FrameEnd(t + 4.0, True, 4.0, 4.0))
+        t += 1000.0 / 30.0
+    assert c.admit_util == S.ADMIT_UTIL_TOP
+    t += 2000.0
+    assert crowded(t).taken
+    d = offer("pose", t, busy=0.3)   # a pose frame that comes late
+    c.ended("pose", d, FrameEnd(d.deadline_ms + 5.0, True, 20.0, 20.0))
+    d = offer("pose", t, busy=0.3)   # and one whose request the policy dropped (before its deadline)
+    c.ended("pose", d, FrameEnd(t + 5.0, False))
+    assert c.admit_util == pytest.approx(S.ADMIT_UTIL_TOP - 2 * S.ADMIT_UTIL_STEP)
+    assert crowded(t + 2000.0).reason == "over_capacity"
+
+
 def test_a_critical_stream_missing_its_frames_is_not_shed_for_capacity_while_the_others_are():
     c = _controller((("hands", "critical"), ("pose", "normal"), ("seg", "low")), chain_ms=20.0)
     c.streams["pose"].work_ms, c.streams["seg"].work_ms = 30.0, 2.0
