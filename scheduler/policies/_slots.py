@@ -116,6 +116,19 @@ class Claims:
         #: model -> [(processor index, expected ms)] over the processors that run it
         self.rows = rows
 
+    def start(self, ready: list[float], supersede: bool) -> Claims:
+        """This state emptied for a new decision over processors ready at ``ready`` (ms, copied as :attr:`base`):
+        nothing claimed or assigned yet; ``supersede``: each stream's placement is tracked (:attr:`placed`). The
+        policy keeps one and starts it at each decision, as it keeps its :class:`Candidates`."""
+        n = len(ready)
+        self.base = ready[:]
+        self.out = []
+        self.placed = {} if supersede else None
+        self.last = [None] * n
+        self.last_start = [0.0] * n
+        self.rows = {}
+        return self
+
 
 def swap_slot(req: RequestView, row: list[tuple[int, float]], target: float, work: Claims, procs: Processors, *,
               k_local: float, now_ms: float) -> bool:

@@ -60,9 +60,11 @@ SHED_REASON = "shed under overload"
 class Setting:
     """What holds for every request of one decision: the plan's state and the objective in force."""
 
-    __slots__ = ("fates", "gate", "green", "long_ms", "lookup", "overloaded", "reserved", "use_plan", "whole")
+    __slots__ = ("estimator", "fates", "gate", "green", "long_ms", "lookup", "overloaded", "reserved", "use_plan",
+                 "whole")
 
     def __init__(self, policy: EdgertPolicy, estimator: LatencyModel, gate: Any) -> None:
+        self.estimator: LatencyModel | None = None
         self.of(policy, estimator, gate)
 
     def of(self, policy: EdgertPolicy, estimator: LatencyModel, gate: Any) -> Setting:
@@ -79,8 +81,10 @@ class Setting:
         self.overloaded = overloaded
         #: a local run longer than this holds a tight stream's processor (ms; inf unless overloaded)
         self.long_ms = 0.5 * plan.tight_ms if overloaded else _INF
-        #: the estimator's table lookup, when it is a LatencyEstimator (see _row)
-        self.lookup = estimator.ema_table().get if type(estimator) is LatencyEstimator else None
+        if estimator is not self.estimator:   # (an estimator's table is one dict for its life: looked up once)
+            self.estimator = estimator
+            #: the estimator's table lookup, when it is a LatencyEstimator (see _row)
+            self.lookup = estimator.ema_table().get if type(estimator) is LatencyEstimator else None
         #: the energy objective, unless none or the device is overloaded
         self.green: Greener | None = None if policy.green is None or overloaded else policy.green
         #: the critical room's check (None: no critical stream expected)
@@ -136,7 +140,7 @@ class EdgertPolicy:
     #: it takes ``objective`` and ``energy`` (``scheduler.registry.make_policy`` passes the profile's)
     energy_aware: ClassVar[bool] = True
 
-    __slots__ = ("candidates", "idle", "setting", "ager", "cloud_margin", "eft_slack", "green", "guard_ms", "k_local", "keep_room", "margin", "objective", "plan",
+    __slots__ = ("candidates", "claims", "idle", "setting", "ager", "cloud_margin", "eft_slack", "green", "guard_ms", "k_local", "keep_room", "margin", "objective", "plan",
                  "prioritized", "refused", "room", "risky_margin", "short_first", "supersede", "use_plan", "watch", "window")
 
     def __init__(self, supersede: bool = True, margin: float = 0.2, cloud_margin: float = 0.4,
@@ -155,6 +159,8 @@ class EdgertPolicy:
         self.idle = IdleTable()
         #: each request's candidates in turn (filled per request: :meth:`Candidates.find`)
         self.candidates = Candidates()
+        #: the decision's claims (emptied by each: :meth:`Claims.start`)
+        self.claims = Claims([], [], None, [], [], {})
         self.ager = None if stale_ms is None else EstimateAger(stale_ms, stale_half_life_ms)
         self.refused: set[str] = set()   # models dropped on their estimate since their last observation
         self.supersede = supersede
@@ -212,8 +218,7 @@ class EdgertPolicy:
             ordered = heapq.nsmallest(self.window, pending, key=urgency)
         else:
             ordered = sorted(pending, key=urgency) if len(pending) > 1 else pending
-        claims = Claims(procs.ready[:], [], {} if self.supersede else None, [None] * len(procs.names),
-                        [0.0] * len(procs.names), {})   # none yet
+        claims = self.claims.start(procs.ready, self.supersede)   # none yet
         return self._place(ordered, procs, estimator, now_ms, self.setting.of(self, estimator, gate), claims)
 
     def _place(self, ordered: Sequence[RequestView], procs: Processors, estimator: LatencyModel,
