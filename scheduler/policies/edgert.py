@@ -46,7 +46,6 @@ from scheduler.policies._slots import (
     Claims,
     Processors,
     _idle_choice,
-    _processor_table,
     _row,
     _slot_ready,
 )
@@ -141,7 +140,7 @@ class EdgertPolicy:
     energy_aware: ClassVar[bool] = True
 
     __slots__ = ("candidates", "claims", "idle", "setting", "ager", "cloud_margin", "eft_slack", "green", "guard_ms", "k_local", "keep_room", "margin", "objective", "plan",
-                 "prioritized", "refused", "room", "risky_margin", "short_first", "supersede", "use_plan", "watch", "window")
+                 "prioritized", "refused", "room", "risky_margin", "short_first", "supersede", "table", "use_plan", "watch", "window")
 
     def __init__(self, supersede: bool = True, margin: float = 0.2, cloud_margin: float = 0.4,
                  guard_ms: float = 5.0, eft_slack: float = 1.0, plan: bool = True, risky_margin: float = 0.05,
@@ -159,6 +158,8 @@ class EdgertPolicy:
         self.idle = IdleTable()
         #: each request's candidates in turn (filled per request: :meth:`Candidates.find`)
         self.candidates = Candidates()
+        #: the decision's processor table (filled by each that is not all idle: :meth:`Processors.fill`)
+        self.table = Processors([], [], [], [], [], [], None, 0)
         #: the decision's claims (emptied by each: :meth:`Claims.start`)
         self.claims = Claims([], [], None, [], [], {})
         self.ager = None if stale_ms is None else EstimateAger(stale_ms, stale_half_life_ms)
@@ -193,7 +194,7 @@ class EdgertPolicy:
             out = self._best_effort(pending[0], view, now_ms)   # a sync caller's request with no deadline
             if out is not None:
                 return out
-        procs = self.idle.of(processors, now_ms) or _processor_table(processors, now_ms)
+        procs = self.idle.of(processors, now_ms) or self.table.fill(processors, now_ms)
         if self.ager is not None and isinstance(estimator, LatencyEstimator):   # before anything reads it
             self.ager.age(estimator, now_ms, procs.local, self.refused)
         if self.use_plan:
