@@ -121,8 +121,10 @@ class Streams:
         if self.dirty:
             return True
         heap, streams = self._expiry, self._s
-        while heap:   # every stream has an entry no later than its expiry: the first one that is its expiry is the first
+        while heap:   # every stream has an entry no later than its expiry, so none expires before the first entry
             at, key = heap[0]
+            if at >= now_ms:
+                return False
             s = streams.get(key)
             if s is None or s.expiry_ms != at:
                 heappop(heap)    # stale: the stream is gone, or saw newer requests (its entry moves up to its expiry)
@@ -130,7 +132,7 @@ class Streams:
                     s.heaped_ms = s.expiry_ms
                     heappush(heap, (s.expiry_ms, key))
                 continue
-            return at < now_ms
+            return True
         return False
 
     def rates(self, now_ms: float) -> tuple[dict[str, float], dict[str, bool]]:

@@ -301,8 +301,11 @@ class EdgertPolicy:
 
     def _prioritize(self, pending: Sequence[RequestView]) -> bool:
         """Whether the priority rules (11) apply: a request declared a level other than normal, now or before."""
-        if not self.prioritized and _declares(pending):
-            self.prioritized = True
+        if not self.prioritized:
+            for r in pending:
+                if r.priority != "normal":
+                    self.prioritized = True
+                    break
         return self.prioritized
 
     def _priorities(self, key: Any, pending: Sequence[RequestView], est: Any, procs: Processors,
@@ -348,14 +351,6 @@ def _overload_urgency(est: Any, local: Sequence[str], short_first: float) -> Any
         return r.deadline_ms - r.downstream_ms + short_first * run
 
     return key
-
-
-def _declares(pending: Sequence[RequestView]) -> bool:
-    """Whether a pending request declares a priority other than ``normal``."""
-    for r in pending:
-        if r.priority != "normal":
-            return True
-    return False
 
 
 def _unsupported(req: RequestView) -> str:
