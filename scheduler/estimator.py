@@ -87,8 +87,9 @@ class LatencyEstimator:
 
     def ema_table(self) -> dict[tuple[str, str], float]:
         """The live ``{(model, processor): expected ms}`` table, to read many estimates in an inner loop
-        (a policy's decision, the simulator's processor views). Read only: every change goes through the
-        methods (:meth:`update`, seeds, forgetting), which keep the priors."""
+        (a policy's decision, the simulator's processor views): the same dict for the estimator's life, so a caller
+        may keep it (or its ``get``). Read only: every change goes through the methods (:meth:`update`, seeds,
+        forgetting), which keep the priors."""
         return self._ms
 
     def forget(self, model: str, processor: str | None = None) -> None:

@@ -48,7 +48,8 @@ class ThermalModel:
         ValueError (from :meth:`advance`): time moved backwards or power is negative / not finite.
     """
 
-    __slots__ = ("spec", "now_ms", "temp_c", "level", "peak_c", "ms_at", "_tau_ms", "_r", "_amb", "_on", "_off")
+    __slots__ = ("spec", "now_ms", "temp_c", "level", "peak_c", "ms_at", "_tau_ms", "_r", "_amb", "_on", "_off",
+                 "_up", "_names")
 
     def __init__(self, spec: ThermalSpec, start_ms: float = 0.0) -> None:
         self.spec = spec
@@ -60,6 +61,9 @@ class ThermalModel:
         #: entry temperature of level i (index 0 = no throttling), and where it is left
         self._on = [-math.inf] + [lv.at_c for lv in spec.levels]
         self._off = [-math.inf] + [lv.at_c - spec.hysteresis_c for lv in spec.levels]
+        #: by level: the entry temperature of the next level up (inf at the top), and the level's severity name
+        self._up = self._on[1:] + [math.inf]
+        self._names = ["none"] + [lv.severity for lv in spec.levels]
         self.level = 0
         self.level = self._settle(self.temp_c, rising=True)
         self.peak_c = self.temp_c
@@ -70,7 +74,7 @@ class ThermalModel:
     @property
     def severity(self) -> str:
         """The current Android severity name (``"none"`` ... ``"shutdown"``)."""
-        return "none" if self.level == 0 else self.spec.levels[self.level - 1].severity
+        return self._names[self.level]
 
     def speed(self, processor: str) -> float:
         """Fraction of nominal speed ``processor`` keeps now (1.0 unthrottled); latency / speed."""
@@ -134,9 +138,9 @@ class ThermalModel:
         Returns the severity at ``t_ms``.
         """
         dt = t_ms - self.now_ms
-        if dt < 0 or not math.isfinite(t_ms):
+        if not (dt >= 0.0 and t_ms < math.inf):   # (backwards, NaN or infinite: chained tests, no isfinite calls)
             raise ValueError(f"advance to {t_ms!r} ms: time must not move backwards (now {self.now_ms} ms)")
-        if power_w < 0 or not math.isfinite(power_w):
+        if not 0.0 <= power_w < math.inf:
             raise ValueError(f"power_w must be a finite number >= 0, not {power_w!r}")
         if dt == 0:
             return self.severity
@@ -145,9 +149,8 @@ class ThermalModel:
         t1 = ss + (t0 - ss) * math.exp(-dt / self._tau_ms)
         rising = t1 > t0
         lv = self.level
-        if (t1 < self._on[lv + 1] if lv + 1 < len(self._on) else True) if rising \
-                else (lv == 0 or t1 >= self._off[lv]):   # no level crossed (most intervals): _settle's answer, fast
-            name = "none" if lv == 0 else self.spec.levels[lv - 1].severity
+        if (t1 < self._up[lv]) if rising else (lv == 0 or t1 >= self._off[lv]):
+            name = self._names[lv]   # no level crossed (most intervals): _settle's answer, fast
             if dt > 0:   # (_spend(dt))
                 self.ms_at[name] = self.ms_at.get(name, 0.0) + dt
             self.temp_c = t1

@@ -191,11 +191,7 @@ class Greener:
         if home is None or names[pick] == home:   # no local move: only a free cloud slot might save energy
             return self._cloud_or(model, row, pick, finish, procs, target, now_ms)
         mj = self.table.invocation_mj
-        pick_e = _INF
-        for i, ms in row:
-            if i == pick:
-                pick_e = mj(model, names[i], ms, is_cloud[i])
-                break
+        pick_e = self._mj_on(model, row, pick, procs)
         best, best_f, best_e = pick, finish, pick_e if self.frugal else pick_e * self.keep
         k, kc = self.k_frugal if self.frugal else self.k_energy, 1.0 + self.cloud_margin
         wait_ms = self.wait_slack * (target - now_ms)   # a roomy deadline may wait longer for the home
@@ -223,11 +219,19 @@ class Greener:
             cloud_ms = next(ms for i, ms in row if i == cloud)
         if st + (1.0 + self.cloud_margin) * cloud_ms > target:
             return pick, finish
-        mj = self.table.invocation_mj
-        pick_e = next((mj(model, names[i], ms, is_cloud[i]) for i, ms in row if i == pick), _INF)
-        if mj(model, names[cloud], cloud_ms, True) < (pick_e if self.frugal else pick_e * self.keep):
+        pick_e = self._mj_on(model, row, pick, procs)
+        cloud_e = self.table.invocation_mj(model, names[cloud], cloud_ms, True)
+        if cloud_e < (pick_e if self.frugal else pick_e * self.keep):
             return cloud, st + cloud_ms
         return pick, finish
+
+    def _mj_on(self, model: str, row: Sequence[tuple[int, float]], pick: int, procs: Processors) -> float:
+        """mJ above idle of ``model``'s run on processor ``pick``, as long as ``row`` expects it there (inf: not in the
+        row)."""
+        for i, ms in row:
+            if i == pick:
+                return self.table.invocation_mj(model, procs.names[i], ms, procs.is_cloud[i])
+        return _INF
 
 
 def make_objective(objective: str, table: EnergyTable | None, margin: float, cloud_margin: float,

@@ -39,6 +39,41 @@ class Processors:
         self.cloud_name = cloud_name
         self.cloud_slots = cloud_slots
 
+    def fill(self, processors: Sequence[ProcessorView], now_ms: float) -> Processors:
+        """This table made that of the available ``processors`` at ``now_ms`` (new lists; the policy keeps one table
+        and fills it at each decision): a processor is ready when it could start one more request."""
+        names: list[str] = []
+        ready: list[float] = []
+        is_cloud: list[bool] = []
+        free: list[int] = []
+        slots: list[int] = []
+        local: list[str] = []
+        cloud_name: str | None = None
+        cloud_slots = 0
+        for p in processors:
+            if p.available:
+                name, n_slots = p.name, p.slots
+                names.append(name)
+                c = p.kind == "cloud"
+                is_cloud.append(c)
+                if c:
+                    cloud_name, cloud_slots = name, n_slots
+                else:
+                    local.append(name)
+                busy_until = p.busy_until_ms
+                start = busy_until if busy_until > now_ms else now_ms   # (a conditional: max() is a call)
+                if n_slots > 1:
+                    free.append(p.free_slots)
+                    slots.append(n_slots)
+                    ready.append(now_ms if p.free_slots > 0 else start + p.queued_ms / n_slots)
+                else:
+                    free.append(0)
+                    slots.append(1)
+                    ready.append(start + p.queued_ms)
+        self.names, self.ready, self.is_cloud, self.free, self.slots = names, ready, is_cloud, free, slots
+        self.local, self.cloud_name, self.cloud_slots = local, cloud_name, cloud_slots
+        return self
+
     def at(self, now_ms: float) -> Processors:
         """A copy of this table of idle processors at ``now_ms``: each is ready now (the counts are copied:
         a decision counts them down)."""
@@ -115,6 +150,19 @@ class Claims:
         self.last_start = last_start
         #: model -> [(processor index, expected ms)] over the processors that run it
         self.rows = rows
+
+    def start(self, ready: list[float], supersede: bool) -> Claims:
+        """This state emptied for a new decision over processors ready at ``ready`` (ms, copied as :attr:`base`):
+        nothing claimed or assigned yet; ``supersede``: each stream's placement is tracked (:attr:`placed`). The
+        policy keeps one and starts it at each decision, as it keeps its :class:`Candidates`."""
+        n = len(ready)
+        self.base = ready[:]
+        self.out = []
+        self.placed = {} if supersede else None
+        self.last = [None] * n
+        self.last_start = [0.0] * n
+        self.rows = {}
+        return self
 
 
 def swap_slot(req: RequestView, row: list[tuple[int, float]], target: float, work: Claims, procs: Processors, *,
@@ -219,35 +267,7 @@ def leave_to_tighter_stream(model: str, row: list[tuple[int, float]], idle: int,
 # -- the processor table and a request's finishes, read by EdgertPolicy._place ------------------------
 def _processor_table(processors: Sequence[ProcessorView], now_ms: float) -> Processors:
     """The available processors' table; a processor is ready when it could start one more request."""
-    names: list[str] = []
-    ready: list[float] = []
-    is_cloud: list[bool] = []
-    free: list[int] = []
-    slots: list[int] = []
-    local: list[str] = []
-    cloud_name: str | None = None
-    cloud_slots = 0
-    for p in processors:
-        if p.available:
-            name, n_slots = p.name, p.slots
-            names.append(name)
-            c = p.kind == "cloud"
-            is_cloud.append(c)
-            if c:
-                cloud_name, cloud_slots = name, n_slots
-            else:
-                local.append(name)
-            busy_until = p.busy_until_ms
-            start = busy_until if busy_until > now_ms else now_ms   # (a conditional: max() is a call)
-            if n_slots > 1:
-                free.append(p.free_slots)
-                slots.append(n_slots)
-                ready.append(now_ms if p.free_slots > 0 else start + p.queued_ms / n_slots)
-            else:
-                free.append(0)
-                slots.append(1)
-                ready.append(start + p.queued_ms)
-    return Processors(names, ready, is_cloud, free, slots, local, cloud_name, cloud_slots)
+    return Processors([], [], [], [], [], [], None, 0).fill(processors, now_ms)
 
 
 def _row(lookup: Callable[[tuple[str, str]], float | None] | None, estimator: LatencyModel, model: str,

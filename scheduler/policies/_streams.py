@@ -22,6 +22,7 @@ after ``load`` arrivals when it runs ``load`` times per budget.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from heapq import heappop, heappush
 
@@ -36,7 +37,7 @@ _LONE_MS = 1000.0
 class _Stream:
     """One stream as :class:`Streams` tracks it."""
 
-    __slots__ = ("budget_ms", "downstream", "expiry_ms", "model", "rate", "seen", "times")
+    __slots__ = ("budget_ms", "downstream", "expiry_ms", "heaped_ms", "model", "rate", "seen", "times")
 
     def __init__(self, model: str, keep: int) -> None:
         self.model = model
@@ -48,6 +49,8 @@ class _Stream:
         self.rate = 0.0
         #: when it counts as stopped unless another request comes (ms)
         self.expiry_ms = 0.0
+        #: its earliest entry in the expiry heap is at most this (ms; inf: none), and never after :attr:`expiry_ms`
+        self.heaped_ms = math.inf
         #: arrivals since it started
         self.seen = 0
         #: its latest budget: arrival to effective deadline (ms)
@@ -65,7 +68,9 @@ class Streams:
     cascade stage (its arrivals are its parent's completions). :meth:`due` says in O(1) whether
     anything moved since the last :meth:`rates`: a stream started, stopped (a heap of expiry times)
     or changed its rate by more than ``rel``; so the plan's periodic check costs nothing while the
-    demand holds still.
+    demand holds still. Each stream keeps an entry in the heap no later than its expiry: a request that
+    moves its expiry later pushes nothing, and :meth:`due` moves an entry found earlier than its
+    stream's expiry up to it (a push per few arrivals, not one per request).
     """
 
     __slots__ = ("_expiry", "_s", "dirty", "keep", "rel", "timeout")
@@ -107,20 +112,27 @@ class Streams:
             if abs(_bounded(1.0 / gap, s) - ref) > self.rel * ref:
                 self.dirty = True
             s.expiry_ms = t + self.timeout * gap
-        heappush(self._expiry, (s.expiry_ms, key))
+        if s.expiry_ms < s.heaped_ms:   # (else an entry no later than its expiry is in the heap already)
+            s.heaped_ms = s.expiry_ms
+            heappush(self._expiry, (s.expiry_ms, key))
 
     def due(self, now_ms: float) -> bool:
         """Whether a stream started, stopped or changed its rate since the last :meth:`rates`."""
         if self.dirty:
             return True
         heap, streams = self._expiry, self._s
-        while heap:
+        while heap:   # every stream has an entry no later than its expiry, so none expires before the first entry
             at, key = heap[0]
+            if at >= now_ms:
+                return False
             s = streams.get(key)
             if s is None or s.expiry_ms != at:
-                heappop(heap)    # stale: the stream saw a newer request, or is gone
+                heappop(heap)    # stale: the stream is gone, or saw newer requests (its entry moves up to its expiry)
+                if s is not None and at < s.expiry_ms:
+                    s.heaped_ms = s.expiry_ms
+                    heappush(heap, (s.expiry_ms, key))
                 continue
-            return at < now_ms
+            return True
         return False
 
     def rates(self, now_ms: float) -> tuple[dict[str, float], dict[str, bool]]:

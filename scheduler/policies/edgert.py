@@ -46,7 +46,6 @@ from scheduler.policies._slots import (
     Claims,
     Processors,
     _idle_choice,
-    _processor_table,
     _row,
     _slot_ready,
 )
@@ -60,9 +59,11 @@ SHED_REASON = "shed under overload"
 class Setting:
     """What holds for every request of one decision: the plan's state and the objective in force."""
 
-    __slots__ = ("fates", "gate", "green", "long_ms", "lookup", "overloaded", "reserved", "use_plan", "whole")
+    __slots__ = ("estimator", "fates", "gate", "green", "long_ms", "lookup", "overloaded", "reserved", "use_plan",
+                 "whole")
 
     def __init__(self, policy: EdgertPolicy, estimator: LatencyModel, gate: Any) -> None:
+        self.estimator: LatencyModel | None = None
         self.of(policy, estimator, gate)
 
     def of(self, policy: EdgertPolicy, estimator: LatencyModel, gate: Any) -> Setting:
@@ -79,8 +80,10 @@ class Setting:
         self.overloaded = overloaded
         #: a local run longer than this holds a tight stream's processor (ms; inf unless overloaded)
         self.long_ms = 0.5 * plan.tight_ms if overloaded else _INF
-        #: the estimator's table lookup, when it is a LatencyEstimator (see _row)
-        self.lookup = estimator.ema_table().get if type(estimator) is LatencyEstimator else None
+        if estimator is not self.estimator:   # (an estimator's table is one dict for its life: looked up once)
+            self.estimator = estimator
+            #: the estimator's table lookup, when it is a LatencyEstimator (see _row)
+            self.lookup = estimator.ema_table().get if type(estimator) is LatencyEstimator else None
         #: the energy objective, unless none or the device is overloaded
         self.green: Greener | None = None if policy.green is None or overloaded else policy.green
         #: the critical room's check (None: no critical stream expected)
@@ -136,8 +139,8 @@ class EdgertPolicy:
     #: it takes ``objective`` and ``energy`` (``scheduler.registry.make_policy`` passes the profile's)
     energy_aware: ClassVar[bool] = True
 
-    __slots__ = ("candidates", "idle", "setting", "ager", "cloud_margin", "eft_slack", "green", "guard_ms", "k_local", "keep_room", "margin", "objective", "plan",
-                 "prioritized", "refused", "room", "risky_margin", "short_first", "supersede", "use_plan", "watch", "window")
+    __slots__ = ("candidates", "claims", "idle", "setting", "ager", "cloud_margin", "eft_slack", "green", "guard_ms", "k_local", "keep_room", "margin", "objective", "plan",
+                 "prioritized", "refused", "room", "risky_margin", "short_first", "supersede", "table", "use_plan", "watch", "window")
 
     def __init__(self, supersede: bool = True, margin: float = 0.2, cloud_margin: float = 0.4,
                  guard_ms: float = 5.0, eft_slack: float = 1.0, plan: bool = True, risky_margin: float = 0.05,
@@ -155,6 +158,10 @@ class EdgertPolicy:
         self.idle = IdleTable()
         #: each request's candidates in turn (filled per request: :meth:`Candidates.find`)
         self.candidates = Candidates()
+        #: the decision's processor table (filled by each that is not all idle: :meth:`Processors.fill`)
+        self.table = Processors([], [], [], [], [], [], None, 0)
+        #: the decision's claims (emptied by each: :meth:`Claims.start`)
+        self.claims = Claims([], [], None, [], [], {})
         self.ager = None if stale_ms is None else EstimateAger(stale_ms, stale_half_life_ms)
         self.refused: set[str] = set()   # models dropped on their estimate since their last observation
         self.supersede = supersede
@@ -187,7 +194,7 @@ class EdgertPolicy:
             out = self._best_effort(pending[0], view, now_ms)   # a sync caller's request with no deadline
             if out is not None:
                 return out
-        procs = self.idle.of(processors, now_ms) or _processor_table(processors, now_ms)
+        procs = self.idle.of(processors, now_ms) or self.table.fill(processors, now_ms)
         if self.ager is not None and isinstance(estimator, LatencyEstimator):   # before anything reads it
             self.ager.age(estimator, now_ms, procs.local, self.refused)
         if self.use_plan:
@@ -212,8 +219,7 @@ class EdgertPolicy:
             ordered = heapq.nsmallest(self.window, pending, key=urgency)
         else:
             ordered = sorted(pending, key=urgency) if len(pending) > 1 else pending
-        claims = Claims(procs.ready[:], [], {} if self.supersede else None, [None] * len(procs.names),
-                        [0.0] * len(procs.names), {})   # none yet
+        claims = self.claims.start(procs.ready, self.supersede)   # none yet
         return self._place(ordered, procs, estimator, now_ms, self.setting.of(self, estimator, gate), claims)
 
     def _place(self, ordered: Sequence[RequestView], procs: Processors, estimator: LatencyModel,
@@ -295,8 +301,11 @@ class EdgertPolicy:
 
     def _prioritize(self, pending: Sequence[RequestView]) -> bool:
         """Whether the priority rules (11) apply: a request declared a level other than normal, now or before."""
-        if not self.prioritized and _declares(pending):
-            self.prioritized = True
+        if not self.prioritized:
+            for r in pending:
+                if r.priority != "normal":
+                    self.prioritized = True
+                    break
         return self.prioritized
 
     def _priorities(self, key: Any, pending: Sequence[RequestView], est: Any, procs: Processors,
@@ -342,14 +351,6 @@ def _overload_urgency(est: Any, local: Sequence[str], short_first: float) -> Any
         return r.deadline_ms - r.downstream_ms + short_first * run
 
     return key
-
-
-def _declares(pending: Sequence[RequestView]) -> bool:
-    """Whether a pending request declares a priority other than ``normal``."""
-    for r in pending:
-        if r.priority != "normal":
-            return True
-    return False
 
 
 def _unsupported(req: RequestView) -> str:
