@@ -10,6 +10,7 @@ two together over random snapshots. Neither reads the policy: what they need of 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 
 from scheduler.estimator import LatencyEstimator
 from scheduler.policies._overload import SHED, OverloadPlan
@@ -17,6 +18,7 @@ from scheduler.policies._slots import _SLOWER, Processors, _processor_table, _ro
 from scheduler.types import Assignment, LatencyModel, ProcessorView, RequestView
 
 _INF = float("inf")
+_MS = itemgetter(1)   # a row entry's expected ms
 
 
 class IdleTable:
@@ -64,11 +66,11 @@ def best_effort(req: RequestView, processors: Sequence[ProcessorView], estimator
     names = idle.table.names   # type: ignore[union-attr]  # (holds says so)
     lookup = estimator.ema_table().get if type(estimator) is LatencyEstimator else None
     model, allowed = req.model, req.allowed
-    best, best_ms = -1, _INF
-    for i, ms in _row(lookup, estimator, model, names):
-        if ms < best_ms and (allowed is None or names[i] in allowed):
-            best, best_ms = i, ms
-    if best < 0:
+    row = _row(lookup, estimator, model, names)
+    if allowed is not None:
+        row = [(i, ms) for i, ms in row if names[i] in allowed]
+    best, best_ms = min(row, key=_MS, default=(-1, _INF))   # the fastest; min keeps the first of equals
+    if best_ms == _INF:
         return None
     held = reserved.get(names[best]) if reserved is not None else None
     if held is not None and held[0] != model:
