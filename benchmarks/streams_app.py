@@ -34,6 +34,9 @@ frame records) and replayed, whether each replay lies within the live runs' rang
 the median over runs of the mean over streams, live and replayed::
 
     python benchmarks/streams_app.py --cells users2 --runs 3 --seconds 10 --systems edgert --replay [--seeds 4]
+
+``--keep DIR`` keeps the live runs' traces; ``--traces DIR/users2-*.jsonl`` replays them again without running
+live (the replay alone is simulated: it does not depend on the host).
 """
 
 from __future__ import annotations
@@ -363,9 +366,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-privileged", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--replay", action="store_true", help="replay each edgert run from its trace (see the doc)")
     ap.add_argument("--seeds", type=int, default=1, help="--replay: replay with seeds 0 .. N-1 (default 1)")
+    ap.add_argument("--keep", type=Path, metavar="DIR",
+                    help="--replay: write the live runs' traces to DIR (CELL-RUN.jsonl) and keep them")
+    ap.add_argument("--traces", type=Path, nargs="+", metavar="TRACE",
+                    help="replay these traces (written by --keep) instead of running live")
     ap.add_argument("--verbose", "-v", action="count", default=0,
                     help="after each edgert run, each stream's sheds and steps (-vv: every frame not taken, why)")
     args = ap.parse_args(argv)
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
     global VERBOSE
     VERBOSE = args.verbose
     if args.unprivileged and os.geteuid() == 0:
@@ -373,6 +382,9 @@ def main(argv: list[str] | None = None) -> int:
                " ".join([sys.executable, __file__, "--cells", *args.cells, "--runs", str(args.runs), "--seconds",
                          str(args.seconds), "--systems", "edgert"])]
         return subprocess.call(cmd)
+    if args.traces:
+        replayed(args.traces, args.seeds)
+        return 0
     frames = load_frames(None)[:60]
     print(host_line(), f"; {args.seconds:.0f} s per run")
     with tempfile.TemporaryDirectory() as tmp:
@@ -383,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
             traces: list[Path] = []
             for r in range(args.runs):
                 for system in args.systems:   # alternating, so both see the same host over the run
-                    trace = Path(tmp) / f"{name}-{r}.jsonl" if args.replay and system == "edgert" else None
+                    trace = (args.keep or Path(tmp)) / f"{name}-{r}.jsonl" \
+                        if args.replay and system == "edgert" else None
                     on, late, note = cell(system, files, frames, users, hog, args.seconds, trace)
                     if trace is not None:
                         traces.append(trace)
