@@ -125,16 +125,13 @@ def host_profile(outcomes: list[Outcome], name: str = "this-host", source: str =
     """
     from scheduler.profile import DeviceProfile, ProcessorSpec  # noqa: PLC0415
 
-    ran = [o for o in outcomes if o.status in ("ok", "late") and o.processor and o.processor != "cloud"]
+    ran = _ran_here(outcomes)
     if not ran:
         raise TraceError("the trace has no request that ran on this host's processors (was it written by "
                          "a live run? lines need status, processor and latency_ms)")
     procs = sorted({o.processor for o in ran})
-    cpus = [p for p in procs if _spec_kind(p) == "cpu"]
     cores = (os.cpu_count() or 1) if cores is None else cores
-    share = _core_shares(ran, cores) if len(cpus) > cores else None   # more CPU workers than cores
-    if share is not None and not _sharing_explains(ran, share):
-        share = None   # the runs did not take longer for running beside more than the cores: times as measured
+    share = _shares(ran, cores)
     shared = share is not None
     svc: dict[tuple[str, str], list[float]] = {}
     for i, o in enumerate(ran):
@@ -156,6 +153,32 @@ def host_profile(outcomes: list[Outcome], name: str = "this-host", source: str =
         sources={"latency_ms/*": f"measured on this host: p50 start-to-end time of the requests of {source}, "
                                  "pooled over the workers of one kind",
                  "latency_p90_ms/*": "measured on this host: p90 of the same"})
+
+
+def _ran_here(outcomes: list[Outcome]) -> list[Outcome]:
+    """The requests of ``outcomes`` that ran on this host's processors (``ok`` / ``late``, not the cloud)."""
+    return [o for o in outcomes if o.status in ("ok", "late") and o.processor and o.processor != "cloud"]
+
+
+def _shares(ran: list[Outcome], cores: int) -> list[float] | None:
+    """By run of ``ran`` (:func:`_ran_here`): its share of the cores (:func:`_core_shares`), where the CPU workers
+    were more than ``cores`` and the trace shows the runs took longer for it (:func:`_sharing_explains`); None:
+    each run's time as measured."""
+    if sum(1 for p in {o.processor for o in ran} if _spec_kind(p) == "cpu") <= cores:
+        return None
+    share = _core_shares(ran, cores)
+    return share if _sharing_explains(ran, share) else None
+
+
+def run_times(outcomes: list[Outcome], cores: int | None = None) -> dict[str, tuple[str, float]]:
+    """By trace id: the processor kind a request ran on live and its run time there (ms, start to end; with its
+    share of the cores taken apart where :func:`host_profile` takes it apart, for the same ``cores``), for every
+    request that ran on this host's processors: a replay on this host's profile may run each request as long
+    as it ran live (``SimConfig.run_ms``) rather than drawing its time from the profile's p50 and p90."""
+    ran = _ran_here(outcomes)
+    share = _shares(ran, (os.cpu_count() or 1) if cores is None else cores)
+    return {o.key: (_spec_kind(o.processor), (o.latency_ms - o.wait_ms) * (1.0 if share is None else 1.0 / share[i]))
+            for i, o in enumerate(ran) if o.key}
 
 
 def _core_shares(ran: list[Outcome], cores: int) -> list[float]:

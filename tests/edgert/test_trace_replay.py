@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import edgert
-from edgert._replay import handoff_samples, host_profile, live_figures, read_outcomes
+from edgert._replay import handoff_samples, host_profile, live_figures, read_outcomes, run_times
 from edgert.cli import main
 from edgert.testing import genmodels
 from scheduler.profile import DeviceProfile
@@ -125,6 +125,25 @@ def test_profile_then_simulate_prints_the_comparison_at_80_columns(recorded: Pat
     row = next(ln for ln in out.splitlines()[out.splitlines().index("live run (recorded in the trace) vs this "
                                                                      "replay"):] if ln.startswith("land "))
     assert row.split()[1] == "30" and "100.0%" in row
+
+
+def test_a_replay_with_measured_runs_runs_each_request_as_long_as_it_ran_live(recorded: Path, tmp_path: Path,
+                                                                             capsys) -> None:
+    live = read_outcomes(recorded)
+    times = run_times(live)
+    assert len(times) == 65 and all(kind == "cpu" and ms > 0 for kind, ms in times.values())
+    one = next(o for o in live if o.key)
+    assert times[one.key][1] == pytest.approx(one.latency_ms - one.wait_ms)
+    prof = tmp_path / "host.json"
+    assert main(["profile", "--from-trace", str(recorded), "-o", str(prof)]) == 0
+    out = tmp_path / "s.json"
+    assert main(["simulate", "--trace", str(recorded), "--device", str(prof), "--measured-runs", "--json",
+                 str(out)]) == 0
+    summary = json.loads(out.read_text())
+    assert summary["config"]["measured_runs"] is True
+    live_total = sum(ms for _, ms in times.values())
+    busy = sum(p["busy_ms"] for p in summary["per_processor"].values())
+    assert busy == pytest.approx(live_total, abs=0.01)   # every run as long as live (busy_ms is rounded to µs)
 
 
 def _overload_trace(path: Path) -> Path:
