@@ -34,6 +34,10 @@ frame records) and replayed, whether each replay lies within the live runs' rang
 the median over runs of the mean over streams, live and replayed::
 
     python benchmarks/streams_app.py --cells users2 --runs 3 --seconds 10 --systems edgert --replay [--seeds 4]
+
+``--measured-runs`` replays each request that ran live for as long as it ran (``edgert simulate --measured-runs``),
+rather than drawing its time from the profile's p50 and p90. ``--keep DIR`` keeps the live runs' traces; ``--traces DIR/users2-*.jsonl`` replays them again without running
+live (the replay alone is simulated: it does not depend on the host).
 """
 
 from __future__ import annotations
@@ -313,9 +317,10 @@ def cell(system: str, files: dict[str, Path], frames: list[np.ndarray], users: i
     return on, late, note
 
 
-def replayed(traces: list[Path], seeds: int = 1) -> None:
+def replayed(traces: list[Path], seeds: int = 1, measured: bool = False) -> None:
     """Each run replayed from its own trace on the profile made from it (see the module doc), set beside it;
-    with ``seeds`` > 1 the replays again with seeds 1 .. seeds - 1, summed up (the replay's own spread)."""
+    with ``seeds`` > 1 the replays again with seeds 1 .. seeds - 1, summed up (the replay's own spread); with
+    ``measured`` each request that ran live runs as long as it did (``edgert simulate --measured-runs``)."""
     from edgert._replay import host_profile, read_outcomes  # noqa: PLC0415
     from edgert.sweep import sim_config  # noqa: PLC0415
     from scheduler.sim import run_simulation  # noqa: PLC0415
@@ -331,7 +336,7 @@ def replayed(traces: list[Path], seeds: int = 1) -> None:
         for trace in traces:
             outcomes = read_outcomes(trace)
             cfg = sim_config(scenario=None, trace=trace, device="host", scheduler=None, objective=None, load=1.0,
-                             duration_s=None, seed=seed, burst=None, live=outcomes)
+                             duration_s=None, seed=seed, burst=None, live=outcomes, measured=measured)
             cfg.profile, cfg.offload = host_profile(outcomes), False
             per = run_simulation(cfg).summary()["per_stream"]
             sim.append({k: 100.0 * v["on_time"] / max(1, v["frames"]) for k, v in per.items()})
@@ -340,7 +345,8 @@ def replayed(traces: list[Path], seeds: int = 1) -> None:
         checks += sum(inside.values())
         medians.append(ms - ml)
         if seed == 0:
-            print("\nreplayed: per stream, on-time % of frames offered, live | replay per run; live range +- 5 holds it?")
+            print(f"\nreplayed{' with the run times measured live' if measured else ''}: per stream, on-time % of frames "
+                  "offered, live | replay per run; live range +- 5 holds it?")
             for st in streams:
                 lo, hi = ranges[st]
                 print(f"  {st:16s} " + "  ".join(f"{x[st]:5.1f} | {y[st]:5.1f}" for x, y in zip(live, sim))
@@ -363,9 +369,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-privileged", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--replay", action="store_true", help="replay each edgert run from its trace (see the doc)")
     ap.add_argument("--seeds", type=int, default=1, help="--replay: replay with seeds 0 .. N-1 (default 1)")
+    ap.add_argument("--measured-runs", action="store_true",
+                    help="--replay: run each request as long as it ran live (edgert simulate --measured-runs)")
+    ap.add_argument("--keep", type=Path, metavar="DIR",
+                    help="--replay: write the live runs' traces to DIR (CELL-RUN.jsonl) and keep them")
+    ap.add_argument("--traces", type=Path, nargs="+", metavar="TRACE",
+                    help="replay these traces (written by --keep) instead of running live")
     ap.add_argument("--verbose", "-v", action="count", default=0,
                     help="after each edgert run, each stream's sheds and steps (-vv: every frame not taken, why)")
     args = ap.parse_args(argv)
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
     global VERBOSE
     VERBOSE = args.verbose
     if args.unprivileged and os.geteuid() == 0:
@@ -373,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
                " ".join([sys.executable, __file__, "--cells", *args.cells, "--runs", str(args.runs), "--seconds",
                          str(args.seconds), "--systems", "edgert"])]
         return subprocess.call(cmd)
+    if args.traces:
+        replayed(args.traces, args.seeds, args.measured_runs)
+        return 0
     frames = load_frames(None)[:60]
     print(host_line(), f"; {args.seconds:.0f} s per run")
     with tempfile.TemporaryDirectory() as tmp:
@@ -383,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
             traces: list[Path] = []
             for r in range(args.runs):
                 for system in args.systems:   # alternating, so both see the same host over the run
-                    trace = Path(tmp) / f"{name}-{r}.jsonl" if args.replay and system == "edgert" else None
+                    trace = (args.keep or Path(tmp)) / f"{name}-{r}.jsonl" \
+                        if args.replay and system == "edgert" else None
                     on, late, note = cell(system, files, frames, users, hog, args.seconds, trace)
                     if trace is not None:
                         traces.append(trace)
@@ -400,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {system:7s} mean {statistics.median(means):5.1f} (runs {', '.join(f'{m:.1f}' for m in means)}): " +
                       ", ".join(f"{n} {med[n]:.1f}/{worst_late[n]:.1f}" for n in streams))
             if traces:
-                replayed(traces, args.seeds)
+                replayed(traces, args.seeds, args.measured_runs)
             if set(results) == {"plain", "edgert"}:
                 mp_mean = statistics.median(statistics.fmean(r[0].values()) for r in results["plain"])
                 ed_mean = statistics.median(statistics.fmean(r[0].values()) for r in results["edgert"])

@@ -116,22 +116,23 @@ def host_profile(outcomes: list[Outcome], name: str = "this-host", source: str =
     ``urgent`` set, so that the simulator keeps it for critical and high requests as the runtime does.
     With more CPU workers than ``cores`` (default: this host's), each CPU run's time is divided by its share
     of the cores at its start (:func:`_core_shares`) and the profile says ``cpu_cores``, so that the
-    simulator stretches a run where the contention is rather than every run by its average.
+    simulator stretches a run where the contention is rather than every run by its average; but only where the
+    trace shows that contention (:func:`_sharing_explains`): a host whose runs took no longer beside more runs
+    than cores (threads at other priorities, runs that overlap briefly) keeps its times as measured.
 
     Raises:
         TraceError: no request of the trace ran on a local processor.
     """
     from scheduler.profile import DeviceProfile, ProcessorSpec  # noqa: PLC0415
 
-    ran = [o for o in outcomes if o.status in ("ok", "late") and o.processor and o.processor != "cloud"]
+    ran = _ran_here(outcomes)
     if not ran:
         raise TraceError("the trace has no request that ran on this host's processors (was it written by "
                          "a live run? lines need status, processor and latency_ms)")
     procs = sorted({o.processor for o in ran})
-    cpus = [p for p in procs if _spec_kind(p) == "cpu"]
     cores = (os.cpu_count() or 1) if cores is None else cores
-    shared = len(cpus) > cores   # more CPU workers than cores: each run's time taken apart from its contention
-    share = _core_shares(ran, cores) if shared else None
+    share = _shares(ran, cores)
+    shared = share is not None
     svc: dict[tuple[str, str], list[float]] = {}
     for i, o in enumerate(ran):
         ms = o.latency_ms - o.wait_ms
@@ -154,6 +155,32 @@ def host_profile(outcomes: list[Outcome], name: str = "this-host", source: str =
                  "latency_p90_ms/*": "measured on this host: p90 of the same"})
 
 
+def _ran_here(outcomes: list[Outcome]) -> list[Outcome]:
+    """The requests of ``outcomes`` that ran on this host's processors (``ok`` / ``late``, not the cloud)."""
+    return [o for o in outcomes if o.status in ("ok", "late") and o.processor and o.processor != "cloud"]
+
+
+def _shares(ran: list[Outcome], cores: int) -> list[float] | None:
+    """By run of ``ran`` (:func:`_ran_here`): its share of the cores (:func:`_core_shares`), where the CPU workers
+    were more than ``cores`` and the trace shows the runs took longer for it (:func:`_sharing_explains`); None:
+    each run's time as measured."""
+    if sum(1 for p in {o.processor for o in ran} if _spec_kind(p) == "cpu") <= cores:
+        return None
+    share = _core_shares(ran, cores)
+    return share if _sharing_explains(ran, share) else None
+
+
+def run_times(outcomes: list[Outcome], cores: int | None = None) -> dict[str, tuple[str, float]]:
+    """By trace id: the processor kind a request ran on live and its run time there (ms, start to end; with its
+    share of the cores taken apart where :func:`host_profile` takes it apart, for the same ``cores``), for every
+    request that ran on this host's processors: a replay on this host's profile may run each request as long
+    as it ran live (``SimConfig.run_ms``) rather than drawing its time from the profile's p50 and p90."""
+    ran = _ran_here(outcomes)
+    share = _shares(ran, (os.cpu_count() or 1) if cores is None else cores)
+    return {o.key: (_spec_kind(o.processor), (o.latency_ms - o.wait_ms) * (1.0 if share is None else 1.0 / share[i]))
+            for i, o in enumerate(ran) if o.key}
+
+
 def _core_shares(ran: list[Outcome], cores: int) -> list[float]:
     """By run of ``ran``: how much longer it took for sharing ``cores`` CPU cores with the CPU runs beside it, as
     the simulator stretches a run (``DeviceProfile.cpu_cores``): the runs in progress at its start, itself
@@ -170,6 +197,33 @@ def _core_shares(ran: list[Outcome], cores: int) -> list[float]:
         running = int(np.searchsorted(starts, t, "right")) - int(np.searchsorted(ends, t, "right"))
         out.append(max(1.0, running / cores))
     return out
+
+
+def _sharing_explains(ran: list[Outcome], share: list[float]) -> bool:
+    """Whether the runs of ``ran`` took longer for sharing the cores as ``share`` (by run, :func:`_core_shares`)
+    says: each model's times on one kind of processor, with their shares taken apart, spread less than as
+    measured (the median absolute deviation of their logarithms, averaged over the runs). Where sharing is what
+    made the times differ, taking it apart leaves each model's own time; where the runs did not share the cores
+    so, it only adds the shares' spread to the times."""
+    measured: dict[tuple[str, str], list[float]] = {}
+    apart: dict[tuple[str, str], list[float]] = {}
+    for o, sh in zip(ran, share):
+        ms = o.latency_ms - o.wait_ms
+        if ms > 0.0:
+            key = (o.model, _kind(o.processor))
+            measured.setdefault(key, []).append(math.log(ms))
+            apart.setdefault(key, []).append(math.log(ms / sh))
+    return _log_spread(apart) < _log_spread(measured)
+
+
+def _log_spread(groups: dict[tuple[str, str], list[float]]) -> float:
+    """The median absolute deviation of each group's values from its median, averaged over every value."""
+    total = sum(len(xs) for xs in groups.values())
+    spread = 0.0
+    for xs in groups.values():
+        a = np.asarray(xs)
+        spread += len(xs) * float(np.median(np.abs(a - np.median(a))))
+    return spread / total if total else 0.0
 
 
 def never_ran(outcomes: list[Outcome]) -> dict[str, str]:

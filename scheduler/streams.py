@@ -39,7 +39,9 @@ runtime (or one simulated device) at once:
   measured time for its chain fits its period, its frames go there (``Decision.cloud``) and come back first.
 
 The controller learns each stream's chain (its critical path, and its work) from the stream's own frames
-(:class:`FrameEnd`); the app declares none of it. It reads the driver's own queues (:class:`Backlog`, built
+(:class:`FrameEnd`) that ran to their end; the app declares none of it. Until one has, a frame whose request was
+dropped teaches it the work that ran (else a stream whose every frame fails, its later stage dropped each time,
+would cost nothing: never shed for capacity, and any other stream's step would pay for its misses). It reads the driver's own queues (:class:`Backlog`, built
 by the live dispatcher or the simulator from the work they hold), never a shadow of them.
 
 Pure: every call takes the clock (``now_ms``, ms on the driver's clock) or a snapshot that carries it;
@@ -506,7 +508,7 @@ class StreamController:
         s.on_time += on_time
         s.late += late
         s.failed += not end.ok
-        if end.ok and end.work_ms > 0.0:
+        if end.work_ms > 0.0 and (end.ok or not s.chains):
             if decision.lean and on_time:   # a probe that beat its predicted miss: what skipped it is stale
                 s.forget_stale(by_chain=decision.predicted_ms > decision.deadline_ms)
             s.chains.append(end.path_ms)

@@ -63,6 +63,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--streams", action=argparse.BooleanOptionalAction, default=None,
                    help="offer frames to the stream controller (default: with --priority, or when the trace has "
                         "streams); with streams a scenario's --load X is X users")
+    p.add_argument("--measured-runs", action="store_true",
+                   help="--trace on the profile of the host that ran it (edgert profile --from-trace): run each "
+                        "request as long as it ran live, rather than drawing its time from the profile")
     p.add_argument("--json", type=_args.output_path(), default=None, metavar="F", help="write the summary as JSON")
     p.add_argument("--timeline", type=_args.output_path(), default=None, metavar="F.json",
                    help="write a Chrome trace-event timeline (open in ui.perfetto.dev), one track per processor")
@@ -96,7 +99,8 @@ def _run(args: argparse.Namespace) -> int:
     # the one builder `edgert sweep` uses too: a sweep cell and this command give the same figures
     cfg = sim_config(scenario=args.scenario, trace=args.trace, device=args.device, scheduler=args.scheduler,
                      objective=args.objective, load=args.load, duration_s=args.duration, seed=args.seed,
-                     burst=args.burst, live=live, streams=args.streams, priority=args.priority)
+                     burst=args.burst, live=live, streams=args.streams, priority=args.priority,
+                     measured=args.measured_runs)
     res = _run_with_progress(cfg, run_simulation)
     summary = res.summary()
     _print_summary(summary, cfg)
@@ -205,6 +209,7 @@ def _config_json(cfg: Any) -> dict[str, Any]:
     return {"scenario": cfg.scenario, "trace": None if cfg.trace is None else str(cfg.trace),
             "device": str(cfg.profile), "scheduler": cfg.scheduler, "objective": cfg.objective, "load": cfg.load,
             "duration_s": cfg.duration_s, "seed": cfg.seed, "streams": cfg.streams,
+            "measured_runs": cfg.run_ms is not None,
             "priorities": None if cfg.priorities is None else dict(cfg.priorities),
             "burst": None if b is None else {"start_s": b.start_s, "duration_s": b.duration_s, "factor": b.factor}}
 

@@ -52,12 +52,14 @@ class TaskResult:
 
 def sim_config(*, scenario: str | None, trace: str | Path | None, device: str | Path, scheduler: str | None,
                objective: str | None, load: float, duration_s: float | None, seed: int, burst: str | None,
-               live: Sequence[Any] = (), streams: bool | None = None, priority: str | None = None) -> Any:
+               live: Sequence[Any] = (), streams: bool | None = None, priority: str | None = None,
+               measured: bool = False) -> Any:
     """The :class:`~scheduler.sim.SimConfig` of ``edgert simulate`` with these options (``burst`` as
     ``START:DUR:FACTOR``; ``live``: the trace's recorded outcomes, whose hand-off delays and stage gaps a
-    replay draws from; ``streams`` and ``priority`` (``STREAM=LEVEL,...``) as ``edgert simulate``'s). ``edgert
+    replay draws from, and with ``measured`` each request's run time, for a replay on the profile of the host
+    that ran it; ``streams`` and ``priority`` (``STREAM=LEVEL,...``) as ``edgert simulate``'s). ``edgert
     simulate`` and every sweep cell build their run here, so one set of options gives one result."""
-    from edgert._replay import handoff_samples, stage_gaps  # noqa: PLC0415
+    from edgert._replay import handoff_samples, run_times, stage_gaps  # noqa: PLC0415
     from scheduler.sim import Burst, SimConfig  # noqa: PLC0415
     from scheduler.sim.streams import parse_priorities  # noqa: PLC0415
 
@@ -66,6 +68,7 @@ def sim_config(*, scenario: str | None, trace: str | Path | None, device: str | 
                      duration_s=duration_s, seed=seed, objective=objective,
                      burst=Burst.parse(burst) if burst else None,
                      dispatch_ms=handoff_samples(outcomes) or 0.0, stage_gap_ms=stage_gaps(outcomes) or None,
+                     run_ms=(run_times(outcomes) or None) if measured else None,
                      streams=streams, priorities=parse_priorities(priority) or None)
 
 

@@ -140,18 +140,22 @@ class Simulation:
                  "decisions", "events", "_out", "_ready", "_start", "_end", "_dropped", "_proc", "_reasons", "_done",
                  "_children", "_pending", "_heap", "_seq", "_mcode", "_cols", "_expected", "_views", "_pviews",
                  "_unplaced", "_groups_done", "_start_a", "_end_a", "_where", "_on_tick", "_tick_every", "plan",
-                 "streams", "_not_urgent", "lanes_open", "_shared")
+                 "streams", "_not_urgent", "lanes_open", "_shared", "_measured")
 
     def __init__(self, workload: Workload, profile: DeviceProfile, policy: Policy, *, seed: int = 0,
                  noise: float = 0.1, cloud_noise: float = 0.2, offload: bool = True, cloud_slots: int = 4,
                  dispatch_ms: float | Sequence[float] = 0.0, thermal: bool = True,
-                 stage_gap_ms: Sequence[float] | None = None, streams: StreamPlan | None = None) -> None:
+                 stage_gap_ms: Sequence[float] | None = None, streams: StreamPlan | None = None,
+                 measured_ms: Sequence[tuple[str, float] | None] | None = None) -> None:
         #: by request id: its hand-off delay (ms)
         self._hand = hand_offs(dispatch_ms, len(workload), seed)
         self._no_hand = isinstance(dispatch_ms, (int, float)) and dispatch_ms == 0   # (valid: hand_offs checked it)
         #: by request id: how long after its upstream request ends a cascade stage becomes ready (ms): the app's own
         #: work before it submits the stage, measured live; None: at once
         self._gap = None if stage_gap_ms is None or not any(g > 0 for g in stage_gap_ms) else list(stage_gap_ms)
+        #: by request id: the processor kind it ran on live and its run time there (ms), which it runs for on a
+        #: processor of that kind (None: drawn from the profile); None: every run time drawn
+        self._measured = None if measured_ms is None or not any(measured_ms) else list(measured_ms)
         self.workload = workload
         self.profile = profile
         self.policy = policy
@@ -352,6 +356,8 @@ class Simulation:
         force, :meth:`Heat.start`); its end goes on the heap."""
         m = self._mcode[rid]
         ms = p.run_times[m].run_ms(rid)   # type: ignore[union-attr]  # (placed only where supported)
+        if self._measured is not None and (live := self._measured[rid]) is not None and live[0] == p.kind:
+            ms = live[1]   # as long as it ran live, on a processor of the kind it ran on
         if self.heat is not None:
             ms = self.heat.start(p.index, m, ms, now)
         if self._shared is not None and p.kind == "cpu":

@@ -53,6 +53,10 @@ class SimConfig:
             one number, or samples of a measured hand-off that each request draws from (seeded).
         stage_gap_ms: by trace id, how long after its upstream request ends a cascade stage becomes
             ready (ms): the app's own work before it submitted the stage, measured live; None: at once.
+        run_ms: by trace id, the processor kind a request ran on live and how long it ran there (ms): a replay
+            on the profile of the host that ran it runs the request that long when it places it on a processor
+            of that kind (a request without one, a frame copied for one skipped live, or one placed on another
+            kind draws its time from the profile); None: every run time drawn.
         thermal: model the profile's heat and throttling (when it has a ``thermal`` section).
         objective: the policy's objective (``"deadlines"``, ``"balanced"``, ``"energy"``) for a policy
             that has one (edgert's); None = its default. The policy gets the profile's energy figures.
@@ -79,6 +83,7 @@ class SimConfig:
     cloud_slots: int = 4
     dispatch_ms: float | tuple[float, ...] = 0.0
     stage_gap_ms: Mapping[str, float] | None = None
+    run_ms: Mapping[str, tuple[str, float]] | None = None
     thermal: bool = True
     objective: str | None = None
     run_seed: int | None = None
@@ -179,7 +184,8 @@ def run_simulation(config: SimConfig, progress: Callable[[float], None] | None =
     sim = Simulation(wl, profile, policy, seed=run_seed, noise=config.noise,
                      cloud_noise=config.cloud_noise, offload=config.offload, cloud_slots=config.cloud_slots,
                      dispatch_ms=config.dispatch_ms, thermal=config.thermal,
-                     stage_gap_ms=_gaps(wl, config.stage_gap_ms), streams=_plan(config, wl))
+                     stage_gap_ms=_gaps(wl, config.stage_gap_ms), streams=_plan(config, wl),
+                     measured_ms=_measured(wl, config.run_ms))
     last_t = float(wl.t_ms[-1]) if len(wl) else 0.0
     tick = None
     if progress is not None:
@@ -259,3 +265,10 @@ def _gaps(wl: Workload, by_key: Mapping[str, float] | None) -> list[float] | Non
     if not by_key or wl.keys is None:
         return None
     return [by_key.get(k, 0.0) for k in wl.keys]
+
+
+def _measured(wl: Workload, by_key: Mapping[str, tuple[str, float]] | None) -> list[tuple[str, float] | None] | None:
+    """``run_ms`` by request id (None where the trace gives none), or None."""
+    if not by_key or wl.keys is None:
+        return None
+    return [by_key.get(k) for k in wl.keys]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import edgert
-from edgert._replay import handoff_samples, host_profile, live_figures, read_outcomes
+from edgert._replay import handoff_samples, host_profile, live_figures, read_outcomes, run_times
 from edgert.cli import main
 from edgert.testing import genmodels
 from scheduler.profile import DeviceProfile
@@ -76,16 +76,33 @@ def test_an_urgent_lane_of_the_run_is_a_cpu_lane_of_the_profile(tmp_path: Path) 
     assert DeviceProfile.load(out).processors == prof.processors   # what `edgert simulate --device` reads back
 
 
+def _runs_trace(path: Path, runs: list[tuple[str, float, float]]) -> Path:
+    path.write_text("".join(json.dumps({"t_ms": t, "model": "det", "status": "ok", "processor": proc, "arrival_ms": t,
+                                        "wait_ms": 0.0, "latency_ms": ms}) + "\n" for proc, t, ms in runs))
+    return path
+
+
 def test_runs_of_more_cpu_workers_than_cores_are_taken_apart_from_their_share(tmp_path: Path) -> None:
-    runs = [("cpu0", 0.0, 4.0), ("cpu1", 10.0, 4.0), ("cpu-urgent", 10.0, 8.0), ("cpu0", 10.0, 8.0)]
-    p = tmp_path / "t.jsonl"   # at 10 ms three runs start at once on two cores: each shares them (x 1.5)
-    p.write_text("".join(json.dumps({"t_ms": t, "model": "det", "status": "ok", "processor": proc, "arrival_ms": t,
-                                     "wait_ms": 0.0, "latency_ms": ms}) + "\n" for proc, t, ms in runs))
+    # alone a run takes 4 ms; at 10 ms three start at once on two cores, each sharing them (x 1.5: 6 ms)
+    runs = [("cpu0", 0.0, 4.0), ("cpu1", 10.0, 6.0), ("cpu-urgent", 10.0, 6.0), ("cpu0", 10.0, 6.0),
+            ("cpu1", 20.0, 4.0)]
+    p = _runs_trace(tmp_path / "t.jsonl", runs)
     prof = host_profile(read_outcomes(p), cores=2)
     assert prof.cpu_cores == 2
-    assert prof.latency_ms["det"]["cpu-urgent"] == pytest.approx(8.0 / 1.5, abs=1e-3)
+    assert prof.latency_ms["det"]["cpu-urgent"] == pytest.approx(4.0, abs=1e-3)
+    assert prof.latency_ms["det"]["cpu0"] == pytest.approx(4.0, abs=1e-3)
     assert host_profile(read_outcomes(p), cores=4).cpu_cores is None   # a core each: times as measured
-    assert host_profile(read_outcomes(p), cores=4).latency_ms["det"]["cpu-urgent"] == 8.0
+    assert host_profile(read_outcomes(p), cores=4).latency_ms["det"]["cpu-urgent"] == 6.0
+
+
+def test_runs_that_took_no_longer_beside_more_runs_than_cores_keep_their_times(tmp_path: Path) -> None:
+    # three runs at once on two cores, each as long as alone (4 ms) and one alone longer: the times did not
+    # come from sharing the cores, and taking shares apart would only spread them
+    runs = [("cpu0", 0.0, 5.0), ("cpu1", 10.0, 4.0), ("cpu-urgent", 10.0, 4.0), ("cpu0", 10.0, 4.0),
+            ("cpu1", 20.0, 4.0), ("cpu-urgent", 30.0, 4.0)]
+    prof = host_profile(read_outcomes(_runs_trace(tmp_path / "t.jsonl", runs)), cores=2)
+    assert prof.cpu_cores is None
+    assert prof.latency_ms["det"] == {"cpu-urgent": 4.0, "cpu0": 4.0, "cpu1": 4.0}   # as measured
 
 
 def test_a_trace_without_outcomes_cannot_make_a_profile(tmp_path: Path) -> None:
@@ -108,6 +125,25 @@ def test_profile_then_simulate_prints_the_comparison_at_80_columns(recorded: Pat
     row = next(ln for ln in out.splitlines()[out.splitlines().index("live run (recorded in the trace) vs this "
                                                                      "replay"):] if ln.startswith("land "))
     assert row.split()[1] == "30" and "100.0%" in row
+
+
+def test_a_replay_with_measured_runs_runs_each_request_as_long_as_it_ran_live(recorded: Path, tmp_path: Path,
+                                                                             capsys) -> None:
+    live = read_outcomes(recorded)
+    times = run_times(live)
+    assert len(times) == 65 and all(kind == "cpu" and ms > 0 for kind, ms in times.values())
+    one = next(o for o in live if o.key)
+    assert times[one.key][1] == pytest.approx(one.latency_ms - one.wait_ms)
+    prof = tmp_path / "host.json"
+    assert main(["profile", "--from-trace", str(recorded), "-o", str(prof)]) == 0
+    out = tmp_path / "s.json"
+    assert main(["simulate", "--trace", str(recorded), "--device", str(prof), "--measured-runs", "--json",
+                 str(out)]) == 0
+    summary = json.loads(out.read_text())
+    assert summary["config"]["measured_runs"] is True
+    live_total = sum(ms for _, ms in times.values())
+    busy = sum(p["busy_ms"] for p in summary["per_processor"].values())
+    assert busy == pytest.approx(live_total, abs=0.01)   # every run as long as live (busy_ms is rounded to µs)
 
 
 def _overload_trace(path: Path) -> Path:

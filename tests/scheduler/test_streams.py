@@ -240,6 +240,21 @@ def test_a_lower_frame_beside_a_critical_stream_that_misses_is_predicted_on_the_
     assert c.offer("pose", 100.0, running).predicted_ms == pytest.approx(100.0 + 10.0 + 12.0)   # what runs, first
 
 
+def test_a_stream_whose_frames_all_fail_learns_the_work_that_ran_until_one_ends_ok():
+    # a pose chain whose second stage the policy drops every time: its first stage's work still ran
+    c = StreamController(warmup_ms=0.0)
+    c.add("pose", 30.0, "normal")
+    s = c.streams["pose"]
+    d = c.offer("pose", 0.0, Backlog(0.0))
+    c.ended("pose", d, FrameEnd(12.0, False, 10.0, 10.0))
+    assert s.chain_ms == 10.0 and s.work_ms == 10.0   # not 0: capacity and the ladder's relief can price it
+    d = c.offer("pose", 33.3, Backlog(33.3))
+    c.ended("pose", d, FrameEnd(70.0, True, 35.0, 35.0))
+    d = c.offer("pose", 66.7, Backlog(66.7))
+    c.ended("pose", d, FrameEnd(80.0, False, 2.0, 2.0))   # once a chain is known, a failed frame teaches nothing
+    assert list(s.chains) == [10.0, 35.0] and s.chain_ms == 22.5
+
+
 def test_a_frame_whose_request_the_policy_dropped_does_not_widen_the_margin_a_late_one_does():
     c = _controller((("pose", "normal"),), chain_ms=5.0)
     s = c.streams["pose"]
