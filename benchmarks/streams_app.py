@@ -358,7 +358,8 @@ def replayed(traces: list[Path], seeds: int = 1, measured: bool = False) -> None
               f"replay median - live median {min(medians):+.1f} .. {max(medians):+.1f} points")
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line (see the module doc)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", nargs="+", default=list(CELLS), choices=list(CELLS))
     ap.add_argument("--runs", type=int, default=2)
@@ -377,7 +378,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="replay these traces (written by --keep) instead of running live")
     ap.add_argument("--verbose", "-v", action="count", default=0,
                     help="after each edgert run, each stream's sheds and steps (-vv: every frame not taken, why)")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
     global VERBOSE
