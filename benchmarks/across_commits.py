@@ -111,8 +111,9 @@ BENCHES: dict[str, Bench] = {
     "sync_tiny": Bench(("benchmarks/dispatch.py", "--models", "tiny", "--calls", "5000", "--rounds", "7"),
                        "µs per sync call through the runtime, tiny on ORT", r"^tiny\s+ort\s+[\d.]+\s+([\d.]+)\s"),
     # the edgert policy's median decision time, 10 pending × 5 processors
-    "sync_opcodes": Bench(("-c", _SYNC_OPCODES), "bytecodes a sync call runs in Python, tiny on ORT (counted: one round "
-                          "suffices)", r"^sync call: ([\d.]+) bytecodes"),
+    "sync_opcodes": Bench(("-c", _SYNC_OPCODES),
+                          "bytecodes a sync call runs in Python, tiny on ORT (counted: one round suffices)",
+                          r"^sync call: ([\d.]+) bytecodes"),
     "decision_cost": Bench(("benchmarks/decision_cost.py", "--number", "10000", "--repeat", "5"),
                            "µs per edgert decision (median round)", r"^edgert\s+[\d.]+\s+([\d.]+)"),
     # the simulator's wall time for 20 simulated minutes of ar_assistant (ours only)

@@ -36,8 +36,9 @@ the median over runs of the mean over streams, live and replayed::
     python benchmarks/streams_app.py --cells users2 --runs 3 --seconds 10 --systems edgert --replay [--seeds 4]
 
 ``--measured-runs`` replays each request that ran live for as long as it ran (``edgert simulate --measured-runs``),
-rather than drawing its time from the profile's p50 and p90. ``--keep DIR`` keeps the live runs' traces; ``--traces DIR/users2-*.jsonl`` replays them again without running
-live (the replay alone is simulated: it does not depend on the host).
+rather than drawing its time from the profile's p50 and p90. ``--keep DIR`` keeps the live runs' traces;
+``--traces DIR/users2-*.jsonl`` replays them again without running live (the replay alone is simulated: it does
+not depend on the host).
 """
 
 from __future__ import annotations

@@ -12,13 +12,13 @@ runtime (or one simulated device) at once:
   taking more of the workers than the mean, by work per second; never a critical stream's while its level acts,
   nor one of a stream taking fewer frames than its bottom rung while that rung fits its fair share of the
   workers; the share of their capacity they sustain is learned: it rises while the frames taken end on time and
-  falls when one comes late or is dropped); when it is not its turn at the stream's rate; or when ``max_in_flight`` of its
-  frames still run. Each reason is one code of :data:`REASONS`. After :data:`MAX_SHED_STREAK` skips in a row a
-  frame is taken *lean* (a probe), so that the stream's estimates stay measured. A stream's first
-  :data:`MIN_CHAINS` frames, and a critical stream's during the warm-up, are taken to learn from; a probe that
-  ends on time where it was predicted to miss replaces what predicted the miss, the chain learned before or the
-  errors behind the margin (a stale estimate, such as the cold first runs' or a stall's, would otherwise skip
-  frames until it aged out).
+  falls when one comes late or is dropped); when it is not its turn at the stream's rate; or when
+  ``max_in_flight`` of its frames still run. Each reason is one code of :data:`REASONS`. After
+  :data:`MAX_SHED_STREAK` skips in a row a frame is taken *lean* (a probe), so that the stream's estimates stay
+  measured. A stream's first :data:`MIN_CHAINS` frames, and a critical stream's during the warm-up, are taken to
+  learn from; a probe that ends on time where it was predicted to miss replaces what predicted the miss, the chain
+  learned before or the errors behind the margin (a stale estimate, such as the cold first runs' or a stall's,
+  would otherwise skip frames until it aged out).
 * **The rate ladder** (WebRTC's ``OveruseFrameDetector``, adaptive-bitrate rungs). A stream runs at one rung of
   its rates; when a stream missed at least :data:`DOWN_MISS` of its frames over :data:`WINDOW_MS`, one stream
   steps down one rung: the missing one itself when its own chain does not fit its period and the lower rate would
@@ -41,8 +41,9 @@ runtime (or one simulated device) at once:
 The controller learns each stream's chain (its critical path, and its work) from the stream's own frames
 (:class:`FrameEnd`) that ran to their end; the app declares none of it. Until one has, a frame whose request was
 dropped teaches it the work that ran (else a stream whose every frame fails, its later stage dropped each time,
-would cost nothing: never shed for capacity, and any other stream's step would pay for its misses). It reads the driver's own queues (:class:`Backlog`, built
-by the live dispatcher or the simulator from the work they hold), never a shadow of them.
+would cost nothing: never shed for capacity, and any other stream's step would pay for its misses). It reads the
+driver's own queues (:class:`Backlog`, built by the live dispatcher or the simulator from the work they hold), never
+a shadow of them.
 
 Pure: every call takes the clock (``now_ms``, ms on the driver's clock) or a snapshot that carries it;
 nothing here reads a clock or keeps a lock. The live runtime (``edgert._core._streams``) calls it under its
