@@ -70,8 +70,14 @@ class Processors:
                     free.append(0)
                     slots.append(1)
                     ready.append(start + p.queued_ms)
-        self.names, self.ready, self.is_cloud, self.free, self.slots = names, ready, is_cloud, free, slots
-        self.local, self.cloud_name, self.cloud_slots = local, cloud_name, cloud_slots
+        self.names = names
+        self.ready = ready
+        self.is_cloud = is_cloud
+        self.free = free
+        self.slots = slots
+        self.local = local
+        self.cloud_name = cloud_name
+        self.cloud_slots = cloud_slots
         return self
 
     def at(self, now_ms: float) -> Processors:
