@@ -412,6 +412,14 @@ def default_rates(fps: float) -> tuple[float, ...]:
     return tuple(fps * s for s in RUNG_SHARES)
 
 
+def toward_late_target(value: float, late: bool, step: float, bounds: tuple[float, float]) -> float:
+    """``value`` moved by one frame's outcome so that it settles where :data:`LATE_TARGET` of the frames are late:
+    by ``step`` (signed) after a late one, by ``-step * LATE_TARGET / (1 - LATE_TARGET)`` after one on time, kept
+    within ``bounds`` (low, high). The margin's quantile and the capacity share the workers may fill both learn so."""
+    move = step if late else -step * LATE_TARGET / (1.0 - LATE_TARGET)
+    return min(bounds[1], max(bounds[0], value + move))
+
+
 class StreamController:
     """Every stream's take / skip, rung and cloud rung on one runtime or simulated device (see the module doc).
 
@@ -524,8 +532,7 @@ class StreamController:
             # estimate, and widening the margin for each drop skipped frames wholesale in overloaded simulations)
             late_done = done > decision.deadline_ms   # (the app's own work on the frame counts here)
             s.errors.append((done, done - decision.predicted_ms))
-            step = QUANTILE_STEP if late_done else -QUANTILE_STEP * LATE_TARGET / (1.0 - LATE_TARGET)
-            s.quantile = min(QUANTILE_RANGE[1], max(QUANTILE_RANGE[0], s.quantile + step))
+            s.quantile = toward_late_target(s.quantile, late_done, QUANTILE_STEP, QUANTILE_RANGE)
             self._learn_capacity(late_done or not end.ok)   # (a frame the policy dropped did not fit either)
         moved = self._note(s, end.end_ms, not on_time, end.busy_share)
         if moved is None and end.ok and end.work_ms > 0.0 and self.warming(end.end_ms):
@@ -639,8 +646,7 @@ class StreamController:
         :data:`ADMIT_UTIL_STEP`): the capacity the workers sustain is measured by whether the work admitted ends in
         time, not assumed. A device whose runs keep to their estimates fills its workers; a noisy shared host,
         whose frames come late at a busy share below its capacity, keeps the bound low."""
-        step = -ADMIT_UTIL_STEP if late else ADMIT_UTIL_STEP * LATE_TARGET / (1.0 - LATE_TARGET)
-        self.admit_util = min(ADMIT_UTIL_TOP, max(ADMIT_UTIL_MAX, self.admit_util + step))
+        self.admit_util = toward_late_target(self.admit_util, late, -ADMIT_UTIL_STEP, (ADMIT_UTIL_MAX, ADMIT_UTIL_TOP))
 
     def _sheds_first(self, s: StreamState) -> bool:
         """Whether saturated workers shed ``s``'s frame: it is dearer than the mean frame priced over the window, and
