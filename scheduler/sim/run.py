@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from scheduler.errors import ConfigError
 from scheduler.profile import DeviceProfile
@@ -27,6 +27,9 @@ from scheduler.sim.trace import read_trace
 from scheduler.sim.workload import SCENARIOS, Burst, apply_scaling, build_scenario
 from scheduler.timeline import RequestRecord
 from scheduler.types import Policy
+
+_V = TypeVar("_V")   # a per-request figure's type
+_M = TypeVar("_M")   # what stands where the trace gives none
 
 #: Simulated seconds of a scenario when ``duration_s`` is None.
 DEFAULT_DURATION_S = 10.0
@@ -184,8 +187,8 @@ def run_simulation(config: SimConfig, progress: Callable[[float], None] | None =
     sim = Simulation(wl, profile, policy, seed=run_seed, noise=config.noise,
                      cloud_noise=config.cloud_noise, offload=config.offload, cloud_slots=config.cloud_slots,
                      dispatch_ms=config.dispatch_ms, thermal=config.thermal,
-                     stage_gap_ms=_gaps(wl, config.stage_gap_ms), streams=_plan(config, wl),
-                     measured_ms=_measured(wl, config.run_ms))
+                     stage_gap_ms=_by_request(wl, config.stage_gap_ms, 0.0), streams=_plan(config, wl),
+                     measured_ms=_by_request(wl, config.run_ms, None))
     last_t = float(wl.t_ms[-1]) if len(wl) else 0.0
     tick = None
     if progress is not None:
@@ -260,15 +263,9 @@ def _plan(config: SimConfig, wl: Workload) -> StreamPlan | None:
     return plan.with_priorities(config.priorities) if config.priorities else plan
 
 
-def _gaps(wl: Workload, by_key: Mapping[str, float] | None) -> list[float] | None:
-    """``stage_gap_ms`` by request id (0 where the trace gives none), or None."""
+def _by_request(wl: Workload, by_key: Mapping[str, _V] | None, missing: _M) -> list[_V | _M] | None:
+    """A trace's per-request figure (``stage_gap_ms``, ``run_ms``: by trace id) by request id of ``wl``,
+    ``missing`` where the trace gives none; None when it gives none at all."""
     if not by_key or wl.keys is None:
         return None
-    return [by_key.get(k, 0.0) for k in wl.keys]
-
-
-def _measured(wl: Workload, by_key: Mapping[str, tuple[str, float]] | None) -> list[tuple[str, float] | None] | None:
-    """``run_ms`` by request id (None where the trace gives none), or None."""
-    if not by_key or wl.keys is None:
-        return None
-    return [by_key.get(k) for k in wl.keys]
+    return [by_key.get(k, missing) for k in wl.keys]

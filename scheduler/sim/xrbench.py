@@ -131,8 +131,8 @@ def xrbench_score(models: Sequence[str], done_ms: Sequence[float] | np.ndarray,
         keep = done_n / frames
         mean = lambda s: float(s[i] / done_n) if done_n else 0.0
         per[name] = ModelScore(frames=frames, dropped=frames - done_n, rt_mean=mean(sums[0]),
-                                    en_mean=mean(sums[1]), rt_en_mean=mean(sums[2]),
-                                    score=float(sums[2][i] / frames) * keep, paper_score=mean(sums[2]) * keep)
+                               en_mean=mean(sums[1]), rt_en_mean=mean(sums[2]),
+                               score=float(sums[2][i] / frames) * keep, paper_score=mean(sums[2]) * keep)
     overall = 100.0 * sum(s.score for s in per.values()) / len(per) if per else 0.0
     return XRBenchScore(overall, per, e_max_mj, k_per_ms)
 
