@@ -318,29 +318,40 @@ def cell(system: str, files: dict[str, Path], frames: list[np.ndarray], users: i
     return on, late, note
 
 
+def replay_shares(trace: Path, seed: int, measured: bool) -> dict[str, float]:
+    """Per stream, the on-time % of the frames offered when ``trace`` is replayed on the profile made from it
+    (``edgert profile --from-trace``, then ``edgert simulate --trace``), with ``seed``; with ``measured`` each
+    request that ran live runs as long as it did (``edgert simulate --measured-runs``)."""
+    from edgert._replay import host_profile, read_outcomes  # noqa: PLC0415
+    from edgert.sweep import sim_config  # noqa: PLC0415
+    from scheduler.sim import run_simulation  # noqa: PLC0415
+
+    outcomes = read_outcomes(trace)
+    cfg = sim_config(scenario=None, trace=trace, device="host", scheduler=None, objective=None, load=1.0,
+                     duration_s=None, seed=seed, burst=None, live=outcomes, measured=measured)
+    cfg.profile, cfg.offload = host_profile(outcomes), False
+    per = run_simulation(cfg).summary()["per_stream"]
+    return {k: 100.0 * v["on_time"] / max(1, v["frames"]) for k, v in per.items()}
+
+
+def live_shares(trace: Path) -> dict[str, float]:
+    """Per stream, the on-time % of the frames offered in the live run that wrote ``trace``."""
+    from sim_fidelity import live_streams  # noqa: PLC0415
+
+    return {k: 100.0 * on / n for k, (n, on, _, _) in live_streams(trace).items()}
+
+
 def replayed(traces: list[Path], seeds: int = 1, measured: bool = False) -> None:
     """Each run replayed from its own trace on the profile made from it (see the module doc), set beside it;
     with ``seeds`` > 1 the replays again with seeds 1 .. seeds - 1, summed up (the replay's own spread); with
     ``measured`` each request that ran live runs as long as it did (``edgert simulate --measured-runs``)."""
-    from edgert._replay import host_profile, read_outcomes  # noqa: PLC0415
-    from edgert.sweep import sim_config  # noqa: PLC0415
-    from scheduler.sim import run_simulation  # noqa: PLC0415
-    from sim_fidelity import live_streams  # noqa: PLC0415
-
-    live = [{k: 100.0 * on / n for k, (n, on, _, _) in live_streams(trace).items()} for trace in traces]
+    live = [live_shares(trace) for trace in traces]
     streams = sorted(live[0])
     ranges = {st: (min(x[st] for x in live), max(x[st] for x in live)) for st in streams}
     ml = statistics.median(statistics.fmean(x.values()) for x in live)
     checks, medians = 0, []
     for seed in range(seeds):
-        sim = []
-        for trace in traces:
-            outcomes = read_outcomes(trace)
-            cfg = sim_config(scenario=None, trace=trace, device="host", scheduler=None, objective=None, load=1.0,
-                             duration_s=None, seed=seed, burst=None, live=outcomes, measured=measured)
-            cfg.profile, cfg.offload = host_profile(outcomes), False
-            per = run_simulation(cfg).summary()["per_stream"]
-            sim.append({k: 100.0 * v["on_time"] / max(1, v["frames"]) for k, v in per.items()})
+        sim = [replay_shares(trace, seed, measured) for trace in traces]
         inside = {st: all(ranges[st][0] - 5 <= y[st] <= ranges[st][1] + 5 for y in sim) for st in streams}
         ms = statistics.median(statistics.fmean(y.values()) for y in sim)
         checks += sum(inside.values())
@@ -357,6 +368,53 @@ def replayed(traces: list[Path], seeds: int = 1, measured: bool = False) -> None
     if seeds > 1:
         print(f"  seeds 0-{seeds - 1}: {checks} of {seeds * len(streams)} stream checks within the live range +- 5; "
               f"replay median - live median {min(medians):+.1f} .. {max(medians):+.1f} points")
+
+
+def live_ceiling(traces: list[Path], seeds: int = 1, measured: bool = False) -> None:
+    """The replay bar's checks on every triple of the live runs, for the replays and for live runs standing in for
+    a perfect simulator's replays.
+
+    For every three of the runs (the references), a stream holds when each of three "replays" lies within the
+    references' range widened by 5 points, and the medians of the means over streams are compared: as the bar asks
+    of the replays of those three runs (seeds 0 .. ``seeds`` - 1), and of three other live runs of the same build.
+    A simulator whose replays were draws from the live runs' own distribution would score the latter, on average.
+    """
+    import itertools  # noqa: PLC0415
+
+    live = [live_shares(trace) for trace in traces]
+    sims = [[replay_shares(trace, seed, measured) for trace in traces] for seed in range(seeds)]
+    streams = sorted(live[0])
+    tally = {"stand-ins": [0, 0, 0, 0], "replays": [0, 0, 0, 0]}   # stream checks held, every stream, means, cases
+    per_stream = {kind: dict.fromkeys(streams, 0) for kind in tally}
+
+    def check(kind: str, ref: tuple[int, ...], others: list[dict[str, float]]) -> None:
+        row = tally[kind]
+        held = [all(min(live[i][st] for i in ref) - 5 <= o[st] <= max(live[i][st] for i in ref) + 5 for o in others)
+                for st in streams]
+        means = (statistics.median(statistics.fmean(live[i].values()) for i in ref),
+                 statistics.median(statistics.fmean(o.values()) for o in others))
+        row[0] += sum(held)
+        for st, ok in zip(streams, held):
+            per_stream[kind][st] += ok
+        row[1] += all(held)
+        row[2] += abs(means[0] - means[1]) <= 5
+        row[3] += 1
+
+    for ref in itertools.combinations(range(len(live)), 3):
+        for sim in sims:
+            check("replays", ref, [sim[i] for i in ref])
+        rest = [i for i in range(len(live)) if i not in ref]
+        for others in itertools.combinations(rest, 3):
+            check("stand-ins", ref, [live[i] for i in others])
+    print(f"\nthe replay bar on every three of {len(live)} live runs (live on-time %: "
+          + "; ".join(f"{st} {min(x[st] for x in live):.1f}-{max(x[st] for x in live):.1f}" for st in streams) + ")")
+    for kind, (held, every, means, cases) in tally.items():
+        what = (f"replays{' (run times measured live)' if measured else ''}, seeds 0-{seeds - 1}"
+                if kind == "replays" else "three other live runs (a perfect simulator)")
+        print(f"  {what}: {held} of {cases * len(streams)} stream checks ({held / (cases * len(streams)):.1%}); "
+              f"every stream in {every} of {cases} ({every / cases:.1%}); median means within 5 points in "
+              f"{means} of {cases}")
+        print("    per stream: " + ", ".join(f"{st} {n / cases:.0%}" for st, n in per_stream[kind].items()))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -377,6 +435,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="--replay: write the live runs' traces to DIR (CELL-RUN.jsonl) and keep them")
     ap.add_argument("--traces", type=Path, nargs="+", metavar="TRACE",
                     help="replay these traces (written by --keep) instead of running live")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="with --traces (six or more): the replay checks on every three runs, replays and live runs")
     ap.add_argument("--verbose", "-v", action="count", default=0,
                     help="after each edgert run, each stream's sheds and steps (-vv: every frame not taken, why)")
     return ap.parse_args(argv)
@@ -393,6 +453,9 @@ def main(argv: list[str] | None = None) -> int:
                " ".join([sys.executable, __file__, "--cells", *args.cells, "--runs", str(args.runs), "--seconds",
                          str(args.seconds), "--systems", "edgert"])]
         return subprocess.call(cmd)
+    if args.traces and args.ceiling:
+        live_ceiling(args.traces, args.seeds, args.measured_runs)
+        return 0
     if args.traces:
         replayed(args.traces, args.seeds, args.measured_runs)
         return 0
