@@ -6,7 +6,8 @@ runtime (or one simulated device) at once:
 
 * **Take or skip** (:meth:`StreamController.offer`). A frame is skipped, never served late by choice, when its
   predicted finish (behind the work already pending, queued and running that runs before it, spread over the
-  workers, then its own chain) plus a quantile of the stream's recent prediction errors is after its deadline;
+  workers, then its own chain) plus a quantile of the stream's recent prediction errors (of frames whose requests
+  all ran: one whose request the policy dropped ended when the drop came) is after its deadline;
   when its chain alone is longer than its period; when the workers are saturated and its work would take the
   admitted work past their capacity less the room critical streams need (a frame dearer than the mean of a stream
   taking more of the workers than the mean, by work per second; never a critical stream's while its level acts,
@@ -528,11 +529,14 @@ class StreamController:
             s.cloud_ms = end.cloud_ms
         done = end.end_ms if end.done_ms is None else max(end.end_ms, end.done_ms)
         if not math.isnan(decision.predicted_ms) and not self.warming(done):
-            # (a frame whose request the policy dropped is not counted late here: the policy drops by its own
-            # estimate, and widening the margin for each drop skipped frames wholesale in overloaded simulations)
             late_done = done > decision.deadline_ms   # (the app's own work on the frame counts here)
-            s.errors.append((done, done - decision.predicted_ms))
-            s.quantile = toward_late_target(s.quantile, late_done, QUANTILE_STEP, QUANTILE_RANGE)
+            if end.ok:
+                # A frame whose request the policy dropped says nothing of the prediction: it ends when the drop
+                # came, at its arrival or after a wait in a queue, not when its chain would have. Counted, one such
+                # end 40 ms past the deadline was the largest error of the window; with the quantile past 1 the
+                # margin became it, and every frame was skipped until a probe cleared it.
+                s.errors.append((done, done - decision.predicted_ms))
+                s.quantile = toward_late_target(s.quantile, late_done, QUANTILE_STEP, QUANTILE_RANGE)
             self._learn_capacity(late_done or not end.ok)   # (a frame the policy dropped did not fit either)
         moved = self._note(s, end.end_ms, not on_time, end.busy_share)
         if moved is None and end.ok and end.work_ms > 0.0 and self.warming(end.end_ms):
