@@ -67,3 +67,24 @@ def test_compiled_model_paths_run_or_say_why(name: str) -> None:
     want = np.tanh(x @ _fc_weights().T)
     assert y.shape == want.shape == s.outputs[0].shape and y.dtype == want.dtype   # no broadcasting
     np.testing.assert_allclose(y, want, rtol=1e-2, atol=1e-2)
+
+
+def test_a_compiled_run_that_comes_back_early_sleeps_before_its_read_one_that_ran_does_not(monkeypatch) -> None:
+    # a GPU's run returns at once and LiteRT's output read then waits holding the GIL: the worker sleeps through
+    # most of the run first (the GIL released); a CPU run ends inside the call, and nothing is slept
+    import delegates.litert_compiled as compiled
+
+    slept: list[float] = []
+    monkeypatch.setattr(compiled.time, "sleep", slept.append)
+    s = get("litert-compiled-cpu").open(Artifact("tflite", data=tflite_probe()))
+    x = np.ones((1, 16), np.float32)
+    s.run([x])
+    assert slept == []   # nothing known of its runs yet
+    s._run_s.clear()
+    s._run_s.append(10.0)   # as if its runs took 10 s and this one came back at once
+    s.run([x])
+    assert len(slept) == 1 and 7.9 < slept[0] <= compiled.YIELD_SHARE * 10.0
+    s._run_s.clear()
+    s._run_s.append(1e-9)   # runs shorter than the call itself: it ran inside it
+    s.run([x])
+    assert len(slept) == 1
