@@ -27,6 +27,11 @@ class Processors:
 
     def __init__(self, names: list[str], ready: list[float], is_cloud: list[bool], free: list[int],
                  slots: list[int], local: list[str], cloud_name: str | None, cloud_slots: int) -> None:
+        self._set(names, ready, is_cloud, free, slots, local, cloud_name, cloud_slots)
+
+    def _set(self, names: list[str], ready: list[float], is_cloud: list[bool], free: list[int], slots: list[int],
+             local: list[str], cloud_name: str | None, cloud_slots: int) -> None:
+        """Its fields, as :meth:`__init__` takes them (and :meth:`fill` refills them)."""
         self.names = names
         #: when each can start one more request (ms), counting the claims of the decision so far
         self.ready = ready
@@ -70,14 +75,7 @@ class Processors:
                     free.append(0)
                     slots.append(1)
                     ready.append(start + p.queued_ms)
-        self.names = names
-        self.ready = ready
-        self.is_cloud = is_cloud
-        self.free = free
-        self.slots = slots
-        self.local = local
-        self.cloud_name = cloud_name
-        self.cloud_slots = cloud_slots
+        self._set(names, ready, is_cloud, free, slots, local, cloud_name, cloud_slots)
         return self
 
     def at(self, now_ms: float) -> Processors:
