@@ -32,32 +32,25 @@ from delegates.registry import get  # noqa: E402
 from edgert.testing import genmodels  # noqa: E402
 
 
-def spin_thread(stop: threading.Event, out: list[int]) -> None:
-    """Count loop iterations until ``stop`` is set (a pure-Python thread: it progresses only holding the GIL)."""
+def spin(stop: Any, report: Callable[[int], object]) -> None:
+    """Count loop iterations until ``stop`` is set, then ``report`` the count. In a thread it progresses only while it
+    holds the GIL; in a process of its own (``stop`` a ``multiprocessing.Event``) it shares no GIL with the caller."""
     n = 0
     while not stop.is_set():
         n += 1
-    out.append(n)
-
-
-def spin_process(stop: Any, out: Any) -> None:
-    """The same count in a process of its own (no GIL shared with the caller)."""
-    n = 0
-    while not stop.is_set():
-        n += 1
-    out.put(n)
+    report(n)
 
 
 def counted(work: Callable[[], None], seconds: float, in_process: bool) -> tuple[int, int]:
     """(Spinner iterations, calls of ``work``) while ``work`` runs back to back for ``seconds``."""
     if in_process:
         stop, box = mp.Event(), mp.Queue()
-        proc = mp.Process(target=spin_process, args=(stop, box))
+        proc = mp.Process(target=spin, args=(stop, box.put))
         proc.start()
         time.sleep(0.3)   # started and spinning before the window opens
     else:
         stop, out = threading.Event(), []
-        thread = threading.Thread(target=spin_thread, args=(stop, out))
+        thread = threading.Thread(target=spin, args=(stop, out.append))
         thread.start()
     calls, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
